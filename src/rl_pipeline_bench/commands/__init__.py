@@ -1,0 +1,1 @@
+"""Subcommands of `bench`, one module per area; each defines register(subparsers)."""

@@ -1,0 +1,130 @@
+"""Config loading and validation: one place that turns config.yaml into checked settings.
+
+Snakemake validates the same file against the same JSON schema at DAG build time;
+this module adds the cross-field checks a schema cannot express and resolves a
+suite by name, so the CLI and the workflow refuse bad input identically.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .paths import CONFIG_PATH, SCHEMA_PATH
+
+WORKLOADS = ("multi_turn", "long_generation", "tool_history", "multi_turn_salted")
+BACKENDS = ("reference", "art", "skyrl")
+
+
+class ConfigError(ValueError):
+    """Bad configuration; the message names the key and what is allowed."""
+
+
+def _format_schema_error(err: jsonschema.ValidationError) -> str:
+    where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+    msg = f"config key '{where}': {err.message}"
+    if err.validator == "enum":
+        msg += f" (allowed: {', '.join(map(str, err.validator_value))})"
+    elif err.validator == "additionalProperties" and isinstance(err.schema.get("properties"), dict):
+        msg += f" (allowed keys: {', '.join(sorted(err.schema['properties']))})"
+    return msg
+
+
+def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:
+    """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(_format_schema_error(e) for e in errors))
+    problems: list[str] = []
+    if config["suite"] not in config["suites"]:
+        problems.append(
+            f"config key 'suite': unknown suite '{config['suite']}' (known suites: {', '.join(sorted(config['suites']))})"
+        )
+    for name, suite in config["suites"].items():
+        key = f"suites/{name}"
+        if suite["model"] not in config["models"]:
+            problems.append(
+                f"config key '{key}/model': unknown model '{suite['model']}' (known models: {', '.join(sorted(config['models']))})"
+            )
+        for w in suite["workloads"]:
+            if w not in config["workloads"]:
+                problems.append(f"config key '{key}/workloads': workload '{w}' has no distribution under 'workloads'")
+        c = suite["contract"]
+        if c["headline_updates"] > c["measured_updates"]:
+            problems.append(f"config key '{key}/contract/headline_updates': {c['headline_updates']} exceeds measured_updates {c['measured_updates']}")
+        if suite["device"] == "cpu" and suite["gpus"] != 0:
+            problems.append(f"config key '{key}/gpus': a cpu suite takes no GPUs (got {suite['gpus']})")
+        if suite["device"] == "cuda" and suite["gpus"] < 1:
+            problems.append(f"config key '{key}/gpus': a cuda suite needs at least one GPU")
+        for spec in suite.get("gpu_sets", []):
+            n = len([s for s in spec.split(",") if s.strip()])
+            if n != suite["gpus"]:
+                problems.append(f"config key '{key}/gpu_sets': set '{spec}' names {n} devices, the suite needs {suite['gpus']}")
+    for name, wl in config["workloads"].items():
+        for dist in ("prompt_tokens", "completion_tokens", "tool_observation_tokens", "tool_schema_tokens"):
+            knots = wl[dist]
+            ps = [k[0] for k in knots]
+            vs = [k[1] for k in knots]
+            key = f"workloads/{name}/{dist}"
+            if ps[0] != 0 or ps[-1] != 1:
+                problems.append(f"config key '{key}': knots must start at p=0 and end at p=1 (got {ps[0]}..{ps[-1]})")
+            if any(b <= a for a, b in zip(ps, ps[1:])):
+                problems.append(f"config key '{key}': probabilities must strictly increase")
+            if any(b < a for a, b in zip(vs, vs[1:])):
+                problems.append(f"config key '{key}': token values must not decrease")
+    for name, model in config["models"].items():
+        if model["source"] == "hub" and "revision" not in model:
+            problems.append(f"config key 'models/{name}/revision': a hub model must pin a 40-hex revision")
+        if model["source"] == "local" and "build_config" not in model:
+            problems.append(f"config key 'models/{name}/build_config': a local model needs its build config")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return config
+
+
+def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read config.yaml, apply top-level overrides (like `--config k=v`) and validate."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file not found: {path}")
+    config = yaml.safe_load(path.read_text()) or {}
+    config = copy.deepcopy(config)
+    config.update(overrides or {})
+    return validate_config(config)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    settings: dict[str, Any]
+
+    @property
+    def contract(self) -> dict[str, int]:
+        return dict(self.settings["contract"])
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
+def get_suite(config: dict[str, Any], name: str | None = None) -> Suite:
+    name = name or config["suite"]
+    if name not in config["suites"]:
+        raise ConfigError(f"unknown suite '{name}' (known suites: {', '.join(sorted(config['suites']))})")
+    return Suite(name, config["suites"][name])
+
+
+def check_member(kind: str, value: str, known: list[str] | tuple[str, ...]) -> str:
+    """Refuse an unknown backend/workload/... naming the known ones."""
+    if value not in known:
+        raise ConfigError(f"unknown {kind} '{value}' (known {kind}s: {', '.join(known)})")
+    return value

@@ -1,0 +1,75 @@
+# Shared steps of containers/setup_{backend}.sh (sourced, not run).
+# A setup provisions a FRESH prefix (RL_BENCH_ENV_ROOT) and records what it did in
+# PREFIX/setup_manifests/; it never repairs or mutates an existing environment.
+# Phases (RL_BENCH_SETUP_PHASE): env = the backend's pinned environment,
+# bench = install this benchmark into it and write the setup manifest, all = both.
+# Container recipes run the two phases as separate layers.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PHASE=${RL_BENCH_SETUP_PHASE:-all}
+
+say() { echo "setup_${BACKEND}: $*"; }
+die() { echo "setup_${BACKEND}: error: $*" >&2; exit 1; }
+
+load_pins() {
+    local pins="$REPO_ROOT/envs/$BACKEND/pins.env"
+    [ -f "$pins" ] || die "missing $pins"
+    set -a
+    # shellcheck disable=SC1090
+    . "$pins"
+    set +a
+}
+
+check_prefix() {
+    [ -n "${RL_BENCH_ENV_ROOT:-}" ] || die "set RL_BENCH_ENV_ROOT to an absolute path for a new prefix"
+    case "$RL_BENCH_ENV_ROOT" in /*) ;; *) die "RL_BENCH_ENV_ROOT must be absolute (got $RL_BENCH_ENV_ROOT)";; esac
+    PREFIX=$RL_BENCH_ENV_ROOT
+    case "$PHASE" in
+        env|all)
+            if [ -e "$PREFIX" ] && [ -n "$(ls -A "$PREFIX" 2>/dev/null)" ]; then
+                die "$PREFIX exists and is not empty; setup never modifies an existing environment. Choose a fresh prefix."
+            fi
+            mkdir -p "$PREFIX/setup_manifests"
+            date -u +%Y-%m-%dT%H:%M:%S+00:00 > "$PREFIX/setup_manifests/.started_at"
+            ;;
+        bench)
+            [ -f "$PREFIX/setup_manifests/.started_at" ] || die "$PREFIX was not provisioned by the env phase of this script"
+            [ ! -e "$PREFIX/setup_manifests/$BACKEND.json" ] || die "$PREFIX is already complete; setup never modifies an existing environment"
+            ;;
+        *) die "RL_BENCH_SETUP_PHASE must be env, bench or all (got $PHASE)";;
+    esac
+}
+
+require_uv() {
+    command -v uv >/dev/null 2>&1 || die "uv is required (pinned: $RL_BENCH_UV_VERSION); install it with 'python3 -m pip install uv==$RL_BENCH_UV_VERSION'"
+    local have
+    have=$(uv --version | awk '{print $2}')
+    [ "$have" = "$RL_BENCH_UV_VERSION" ] || say "note: uv $have differs from the pinned $RL_BENCH_UV_VERSION (recorded in the setup manifest)"
+}
+
+# git checkout of a pinned commit, verified after checkout.
+checkout_pinned() {  # repo commit dest
+    local repo=$1 commit=$2 dest=$3
+    git init -q "$dest"
+    git -C "$dest" fetch -q --depth 1 "$repo" "$commit" || die "cannot fetch $commit from $repo"
+    git -C "$dest" checkout -q --detach FETCH_HEAD
+    local head
+    head=$(git -C "$dest" rev-parse HEAD)
+    [ "$head" = "$commit" ] || die "$dest is at $head, not the pinned $commit"
+}
+
+# Install this benchmark (non-editable: the prefix keeps the code it was set up with)
+# plus its runtime needs, then write the setup manifest with the prefix's Python.
+install_bench_and_record() {  # python [fact ...]
+    local py=$1; shift
+    uv pip install --python "$py" --no-deps "$REPO_ROOT" || die "installing the benchmark into $py failed"
+    if [ "$BACKEND" != reference ]; then
+        uv pip install --python "$py" -r "$REPO_ROOT/envs/common/bench-runtime.txt" || die "installing benchmark runtime needs failed"
+    fi
+    local facts=(--fact "uv=$(uv --version)")
+    for f in "$@"; do facts+=(--fact "$f"); done
+    PYTHONPATH="$REPO_ROOT/src" "$py" -m rl_pipeline_bench.provenance setup-manifest \
+        --root "$REPO_ROOT" --backend "$BACKEND" --prefix "$PREFIX" \
+        --started-at "$(cat "$PREFIX/setup_manifests/.started_at")" "${facts[@]}" \
+        || die "writing the setup manifest failed"
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Provision a fresh native prefix for SkyRL at its pinned commit:
+#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/setup_skyrl.sh
+# Result: PREFIX/skyrl (checkout, pass it as --skyrl-source), PREFIX/skyrl/.venv
+# (SkyRL's own uv.lock + this benchmark) and PREFIX/setup_manifests/skyrl.json.
+# Pins: envs/skyrl/pins.env.
+set -euo pipefail
+BACKEND=skyrl
+. "$(dirname "${BASH_SOURCE[0]}")/common/setup_lib.sh"
+load_pins
+check_prefix
+require_uv
+command -v git >/dev/null 2>&1 || die "git is required"
+SRC="$PREFIX/skyrl"
+if [ "$PHASE" != bench ]; then
+    say "checking out $SKYRL_REPO at $SKYRL_COMMIT into $SRC"
+    checkout_pinned "$SKYRL_REPO" "$SKYRL_COMMIT" "$SRC"
+    # shellcheck disable=SC2086
+    (cd "$SRC/$SKYRL_PROJECT_SUBDIR" && UV_PROJECT_ENVIRONMENT="$SRC/.venv" uv sync $SKYRL_UV_SYNC_ARGS \
+        --python "$RL_BENCH_PYTHON_VERSION") || die "uv sync of SkyRL failed"
+fi
+if [ "$PHASE" != env ]; then
+    install_bench_and_record "$SRC/.venv/bin/python" "skyrl_commit=$(git -C "$SRC" rev-parse HEAD)"
+    say "done: $PREFIX"
+fi

@@ -1,0 +1,39 @@
+# Helpers shared by the rules: the selected suite and the file names it expands to.
+
+from rl_pipeline_bench.config import ConfigError, get_suite, validate_config
+
+try:
+    validate_config(config)
+except ConfigError as exc:
+    raise WorkflowError(str(exc))
+
+SUITE = get_suite(config)
+
+
+def suite_settings(name):
+    try:
+        return get_suite(config, name)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc))
+
+
+def model_record(wildcards):
+    return f"results/models/{suite_settings(wildcards.suite)['model']}.json"
+
+
+def suite_runs(suite):
+    """Every (backend, workload, trial) of a suite, as run directories."""
+    return [
+        f"results/runs/{suite.name}/{b}/{w}/trial{t}"
+        for b in suite["backends"]
+        for w in suite["workloads"]
+        for t in range(1, suite["trials"] + 1)
+    ]
+
+
+def suite_summaries(suite):
+    return [f"{d}/summary.json" for d in suite_runs(suite)]
+
+
+def suite_plans(suite):
+    return [f"results/workloads/{suite.name}/{w}.parquet" for w in suite["workloads"]]

@@ -1,0 +1,25 @@
+# Backend images as file targets: results/images/{backend}.json records the image id,
+# labels (baked recipe and source sha256), base image, engine and build time.
+#
+# Builds go to whatever Docker-API engine DOCKER_HOST names and are never pushed.
+# RL_BENCH_BASE_IMAGE overrides the pinned base image (recorded in the record).
+# The image record is not proof at run time: the run calls the preflight
+# (`bench preflight` / rl_pipeline_bench.images.preflight) before any GPU lease.
+
+from pathlib import Path as _CtrPath
+
+
+rule image_build:
+    input:
+        recipe="results/provenance/recipes/{backend}.json",
+        source="results/provenance/source.json",
+    output:
+        "results/images/{backend}.json",
+    log:
+        "logs/images/{backend}.log",
+    wildcard_constraints:
+        backend="reference|art|skyrl",
+    params:
+        root=str(_CtrPath(workflow.basedir).resolve()),
+    shell:
+        "bench build --backend {wildcards.backend} --root {params.root:q} --output {output:q} --log {log:q}"

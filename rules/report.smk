@@ -1,0 +1,18 @@
+# The comparison report: a pure function of summaries, plans and retained evidence.
+
+
+rule render_report:
+    input:
+        summaries=suite_summaries(SUITE),
+        plans=suite_plans(SUITE),
+    output:
+        html="reports/comparison.html",
+        tables=directory("reports/tables"),
+        figures=directory("reports/figures"),
+    log:
+        "logs/report/comparison.log",
+    params:
+        suite=SUITE.name,
+        evidence_root="results/evidence",
+    script:
+        "../workflow_scripts/render_report.py"

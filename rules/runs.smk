@@ -1,0 +1,70 @@
+# Benchmark runs. A run's declared output is run.json, which points at the fresh
+# evidence directory the run created under results/evidence/ (outside declared
+# outputs, so Snakemake never deletes it, also when the run fails).
+#
+# Runs are never re-executed implicitly: inputs are ancient(), run.json is
+# protected(), and the default profile sets rerun-triggers to mtime. To re-run a
+# benchmark on purpose, delete its run.json (README: "Re-running a benchmark").
+
+
+def run_inputs(wildcards):
+    suite = suite_settings(wildcards.suite)
+    inputs = {
+        "model": ancient(model_record(wildcards)),
+        "plan": ancient(f"results/workloads/{suite.name}/{wildcards.workload}.parquet"),
+        "recipe": ancient(f"results/provenance/recipes/{wildcards.backend}.json"),
+        "source": ancient("results/provenance/source.json"),
+    }
+    return inputs
+
+
+def lease_prefix(wildcards):
+    """`bench lease run ... --` for GPU suites; nothing for CPU suites."""
+    suite = suite_settings(wildcards.suite)
+    if suite["gpus"] == 0:
+        return ""
+    from rl_pipeline_bench.leases import lease_command
+
+    run_id = f"{suite.name}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
+    return shlex_join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], run_id)) + " "
+
+
+def shlex_join(argv):
+    import shlex
+
+    return shlex.join(argv)
+
+
+rule run_benchmark:
+    input:
+        unpack(run_inputs),
+    output:
+        protected("results/runs/{suite}/{backend}/{workload}/trial{trial}/run.json"),
+    log:
+        "logs/runs/{suite}/{backend}/{workload}/trial{trial}.log",
+    wildcard_constraints:
+        trial=r"\d+",
+    resources:
+        gpu=lambda wc: suite_settings(wc.suite)["gpus"],
+        bench_slot=1,
+    params:
+        lease=lease_prefix,
+    shell:
+        "{params.lease}bench run --suite {wildcards.suite} --backend {wildcards.backend}"
+        " --workload {wildcards.workload} --trial {wildcards.trial}"
+        " --model-record {input.model} --plan {input.plan}"
+        " --recipe-record {input.recipe} --source-record {input.source}"
+        " --evidence-root results/evidence --run-json {output} > {log} 2>&1"
+
+
+rule summarize_run:
+    input:
+        run=rules.run_benchmark.output[0],
+    output:
+        "results/runs/{suite}/{backend}/{workload}/trial{trial}/summary.json",
+    log:
+        "logs/summaries/{suite}/{backend}/{workload}/trial{trial}.log",
+    wildcard_constraints:
+        trial=r"\d+",
+    script:
+        "../workflow_scripts/summarize_run.py"

@@ -1,0 +1,149 @@
+"""`bench provenance|build|preflight|snapshot`: identities of what a run executes.
+
+Each subcommand is what a Snakemake rule calls (rules/provenance.smk, containers.smk)
+and what a person runs by hand; all failures exit non-zero with a message that names
+the file or hash and the next step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..paths import ROOT
+
+
+def _emit(record: dict, output: str | None) -> None:
+    from ..provenance import write_json_atomic
+
+    if output:
+        write_json_atomic(record, output)
+        print(f"wrote {output}")
+    else:
+        print(json.dumps(record, indent=2, sort_keys=True))
+
+
+def _provenance(args: argparse.Namespace) -> int:
+    from .. import provenance
+
+    try:
+        if args.what == "recipe":
+            if not args.backend:
+                print("bench provenance recipe: --backend is required", file=sys.stderr)
+                return 2
+            record = provenance.recipe_record(args.backend, args.root)
+        elif args.what == "source":
+            record = provenance.source_record(args.root)
+        else:  # the seed's Kubernetes source record
+            record = {"source_sha256": provenance.source_manifest(args.root), "recipe_sha256": provenance.recipe_manifest(args.root)}
+    except provenance.ProvenanceError as exc:
+        print(f"bench provenance: {exc}", file=sys.stderr)
+        return 1
+    _emit(record, args.output)
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .. import images, provenance
+
+    log_fh = open(args.log, "a") if args.log else None
+
+    def log(line: str) -> None:
+        print(line, file=log_fh or sys.stdout, flush=True)
+
+    build_args = {"RL_BENCH_INSTALL_DEPENDENCIES": "0"} if args.no_dependencies else None
+    try:
+        record = images.build_image(args.backend, args.root, base_image=args.base_image, build_args=build_args,
+                                    log=log, network_mode=args.network)
+    except (images.ImageError, provenance.ProvenanceError) as exc:
+        log(f"bench build: {exc}")
+        print(f"bench build: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if log_fh:
+            log_fh.close()
+    output = args.output or str(images.record_path(args.backend, args.root))
+    _emit(record, output)
+    return 0
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from .. import images, provenance
+
+    try:
+        checked = images.preflight(args.backend, args.root, record=args.record, verify_contents=not args.labels_only,
+                                   require_dependencies=not args.allow_provenance_only)
+    except (images.ImageError, provenance.ProvenanceError) as exc:
+        print(f"bench preflight: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(checked, indent=2, sort_keys=True))
+    return 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from .. import snapshots
+    from ..config import check_member, load_config
+
+    overrides = {"hf_cache": args.hf_cache} if args.hf_cache else None
+    config = load_config(args.config, overrides)
+    check_member("model", args.model, sorted(config["models"]))
+    settings = config["models"][args.model]
+    hf_home = snapshots.hf_home_for(config, args.root)
+    try:
+        if settings["source"] == "hub":
+            record = snapshots.hub_identity(args.model, settings["repo_id"], settings["revision"], hf_home,
+                                            offline=True if args.offline else None)
+        else:
+            revision = (snapshots.repo_folder(hf_home, settings["repo_id"]) / "refs" / "main")
+            if not revision.is_file():
+                raise snapshots.SnapshotError(
+                    f"local model {args.model} has not been built into {hf_home}. "
+                    f"Next: `uv run snakemake --cores 1 results/models/{args.model}.json`"
+                )
+            record = snapshots.identity_record(args.model, "local", settings["repo_id"], revision.read_text().strip(), hf_home)
+    except snapshots.SnapshotError as exc:
+        print(f"bench snapshot: {exc}", file=sys.stderr)
+        return 1
+    _emit(record, args.output)
+    return 0
+
+
+def register(subparsers) -> None:
+    root_kw = dict(type=Path, default=ROOT, help="repository root whose files are hashed (default: this checkout)")
+
+    p = subparsers.add_parser("provenance", help="recipe and source identities (sha256 + file lists)")
+    p.add_argument("what", choices=["recipe", "source", "show"], help="recipe: one backend; source: benchmark code; show: all hashes")
+    p.add_argument("--backend", choices=["reference", "art", "skyrl"])
+    p.add_argument("--root", **root_kw)
+    p.add_argument("--output", help="write the record here (atomically) instead of printing it")
+    p.set_defaults(func=_provenance)
+
+    b = subparsers.add_parser("build", help="build a backend image on the engine DOCKER_HOST names (never pushed)")
+    b.add_argument("--backend", required=True, choices=["reference", "art", "skyrl"])
+    b.add_argument("--root", **root_kw)
+    b.add_argument("--base-image", help="override the pinned base image (recorded), e.g. a local debootstrap image")
+    b.add_argument("--no-dependencies", action="store_true",
+                   help="reference only: provenance-only image without Python dependencies (cannot run benchmarks)")
+    b.add_argument("--network", help="build network mode (engine default when omitted)")
+    b.add_argument("--output", help="image record path (default results/images/BACKEND.json)")
+    b.add_argument("--log", help="append the build log here instead of printing it")
+    b.set_defaults(func=_build)
+
+    f = subparsers.add_parser("preflight", help="check a built image against the controller's recipe/source hashes")
+    f.add_argument("--backend", required=True, choices=["reference", "art", "skyrl"])
+    f.add_argument("--root", **root_kw)
+    f.add_argument("--record", help="image record (default results/images/BACKEND.json)")
+    f.add_argument("--labels-only", action="store_true", help="compare labels only; do not recompute hashes inside the image")
+    f.add_argument("--allow-provenance-only", action="store_true", help="accept an image built with --no-dependencies")
+    f.set_defaults(func=_preflight)
+
+    s = subparsers.add_parser("snapshot", help="resolve/verify a pinned model snapshot and print its identity record")
+    s.add_argument("--model", required=True)
+    s.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file (default: config.yaml)")
+    s.add_argument("--hf-cache", help="HF_HOME containing hub/ (default: config hf_cache or results/models/hf_home)")
+    s.add_argument("--offline", action="store_true", help="never download; verify an existing snapshot only")
+    s.add_argument("--root", **root_kw)
+    s.add_argument("--output", help="write the record here (atomically) instead of printing it")
+    s.set_defaults(func=_snapshot)

@@ -1,0 +1,38 @@
+"""`bench summarize EVIDENCE_DIR`: the measurement contract applied to one run's evidence.
+
+Validity is part of the JSON (valid/reasons), so an invalid run still exits 0; only a
+path that is not there at all is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..contract import summarize, summarize_to_file
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "summarize",
+        help="summarize one evidence directory (rates, validity, reasons) as JSON",
+        description="Print the summary of results/evidence/RUN_ID as JSON (schema rl-bench/summary/v1).",
+    )
+    p.add_argument("evidence_dir", metavar="EVIDENCE_DIR", type=Path, help="a results/evidence/{run_id} directory")
+    p.add_argument("--output", "-o", type=Path, default=None, help="also write the summary JSON here (atomically)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path: Path = args.evidence_dir
+    if not path.exists():
+        print(f"bench summarize: evidence directory not found: {path}", file=sys.stderr)
+        return 2
+    if not path.is_dir():
+        print(f"bench summarize: not a directory: {path} (expected results/evidence/RUN_ID)", file=sys.stderr)
+        return 2
+    summary = summarize_to_file(path, args.output) if args.output else summarize(path)
+    print(json.dumps(summary, indent=2))
+    return 0

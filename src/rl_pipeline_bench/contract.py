@@ -1,0 +1,418 @@
+"""The measurement contract: rates and validity derived from evidence v1 alone.
+
+With the default settings (5 warmup + 15 measured updates, the last 5 as headline,
+N = 20) the headline window runs from completion 15 to completion 20 and counts the
+accepted trajectories and assistant tokens of updates 16-20; the measured window runs
+from completion 5 to completion 20 over updates 6-20; the trainer rate divides the
+headline tokens by the length of the union of every rank's trainer intervals tagged
+with updates 16-20 (concurrent ranks are not double counted). Every rule that a run
+breaks becomes a named reason "code: detail"; an invalid run still gets whatever
+rates can be computed, marked `valid: false`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .evidence import Evidence, atomic_write_json, read_evidence
+
+SUMMARY_SCHEMA = "rl-bench/summary/v1"
+
+#: Stable reason codes; a summary reason is "code: human detail".
+REASON_CODES: dict[str, str] = {
+    "evidence_dir_missing": "the evidence directory does not exist",
+    "manifest_missing": "manifest.json is absent",
+    "manifest_corrupt": "manifest.json is not a readable JSON object",
+    "manifest_schema": "manifest.json does not declare rl-bench/evidence/v1",
+    "status_not_completed": "the run did not finish with status 'completed'",
+    "contract_missing": "the manifest records no usable contract settings (defaults used)",
+    "contract_invalid": "the manifest's contract settings are not valid (defaults used)",
+    "contract_incomplete": "the manifest's contract lacks trainer_ranks or offered_trajectories_per_update",
+    "updates_missing": "updates.parquet is absent",
+    "updates_corrupt": "updates.parquet is unreadable or has the wrong columns",
+    "calls_missing": "calls.parquet is absent",
+    "calls_corrupt": "calls.parquet is unreadable or has the wrong columns",
+    "intervals_missing": "trainer_intervals.parquet is absent",
+    "intervals_corrupt": "trainer_intervals.parquet is unreadable or has the wrong columns",
+    "update_count": "the number of updates differs from the contract's total",
+    "updates_not_contiguous": "updates are not exactly 1..N, each once",
+    "completion_time_invalid": "a completion time is negative or not finite",
+    "completion_not_increasing": "completion times do not strictly increase with the update number",
+    "negative_count": "an update reports negative accepted trajectories or assistant tokens",
+    "calls_empty": "no model calls were recorded",
+    "completion_length_mismatch": "a call's completion length differs from its forced length",
+    "accepted_above_offered": "an update accepted more trajectories than were offered",
+    "interval_invalid": "a trainer interval ends before it starts or has a non-finite bound",
+    "trainer_ranks_missing": "an expected trainer rank has no interval for a headline update",
+    "trainer_ranks_unexpected": "a trainer interval comes from a rank the contract does not expect",
+    "window_nonpositive": "a measurement window or trainer union is zero or negative",
+}
+
+
+@dataclass(frozen=True)
+class ContractSettings:
+    """How many updates warm up, are measured, and form the headline (the last ones)."""
+
+    warmup_updates: int = 5
+    measured_updates: int = 15
+    headline_updates: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("warmup_updates", "measured_updates", "headline_updates"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"contract setting {name} must be an integer >= 1, got {v!r}")
+        if self.headline_updates > self.measured_updates:
+            raise ValueError(
+                f"contract setting headline_updates ({self.headline_updates}) exceeds measured_updates ({self.measured_updates})"
+            )
+
+    @property
+    def total_updates(self) -> int:
+        return self.warmup_updates + self.measured_updates
+
+    @property
+    def headline_first(self) -> int:
+        return self.total_updates - self.headline_updates + 1
+
+    @property
+    def measured_first(self) -> int:
+        return self.warmup_updates + 1
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> "ContractSettings":
+        """Settings from a suite's or manifest's contract dict (extra keys ignored)."""
+        missing = [k for k in ("warmup_updates", "measured_updates", "headline_updates") if k not in mapping]
+        if missing:
+            raise ValueError(f"contract lacks {', '.join(missing)}")
+        return cls(mapping["warmup_updates"], mapping["measured_updates"], mapping["headline_updates"])
+
+    def as_dict(self) -> dict[str, int]:
+        return {**asdict(self), "total_updates": self.total_updates}
+
+
+# ---------------------------------------------------------------------------
+# Arithmetic
+
+
+def interval_union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by the intervals; overlaps count once."""
+    total = 0.0
+    cur_start = cur_end = None
+    for start, end in sorted((float(s), float(e)) for s, e in intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def _num(v: Any) -> float | int | None:
+    """A JSON-safe Python number: NaN/inf become null, numpy scalars become Python ones."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
+        return int(v)
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _rate(amount: Any, seconds: Any) -> float | None:
+    if amount is None or seconds is None or seconds <= 0:
+        return None
+    return float(amount) / float(seconds)
+
+
+def _single_completions(updates: pd.DataFrame) -> dict[int, float]:
+    """update -> completed_at for updates recorded exactly once (duplicates are ambiguous)."""
+    counts = updates["update"].value_counts()
+    once = updates[updates["update"].map(counts) == 1]
+    return {int(u): float(t) for u, t in zip(once["update"], once["completed_at"])}
+
+
+def _e2e_window(updates: pd.DataFrame, completions: dict[int, float], first: int, last: int,
+                label: str, reasons: list[str]) -> dict:
+    start, end = completions.get(first - 1), completions.get(last)
+    window = None
+    if start is not None and end is not None and math.isfinite(start) and math.isfinite(end):
+        window = end - start
+        if window <= 0:
+            reasons.append(
+                f"window_nonpositive: {label} window is {window:g} s "
+                f"(completed_at of update {first - 1} = {start:g}, of update {last} = {end:g})"
+            )
+    rows = updates[(updates["update"] >= first) & (updates["update"] <= last)]
+    trajectories = int(rows["accepted_trajectories"].sum()) if len(rows) else None
+    tokens = int(rows["assistant_tokens"].sum()) if len(rows) else None
+    return {
+        "first_update": first,
+        "last_update": last,
+        "window_start_s": _num(start),
+        "window_end_s": _num(end),
+        "window_s": _num(window),
+        "trajectories": trajectories,
+        "assistant_tokens": tokens,
+        "trajectories_per_s": _rate(trajectories, window),
+        "assistant_tokens_per_s": _rate(tokens, window),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Validation rules
+
+
+def _fmt_list(values: Iterable[int], limit: int = 10) -> str:
+    values = list(values)
+    shown = ", ".join(str(v) for v in values[:limit])
+    return f"[{shown}{', ...' if len(values) > limit else ''}]"
+
+
+def _settings_from_manifest(manifest: dict | None, reasons: list[str]) -> tuple[ContractSettings, dict]:
+    if manifest is None:
+        return ContractSettings(), {}
+    contract = manifest.get("contract")
+    if not isinstance(contract, dict):
+        reasons.append("contract_missing: manifest has no contract object; default settings used")
+        return ContractSettings(), {}
+    try:
+        settings = ContractSettings.from_mapping(contract)
+    except (TypeError, ValueError) as exc:
+        reasons.append(f"contract_invalid: {exc}; default settings used")
+        return ContractSettings(), contract
+    return settings, contract
+
+
+def _check_status(manifest: dict | None, reasons: list[str]) -> None:
+    if manifest is None:
+        return
+    status = manifest.get("status")
+    if status != "completed":
+        detail = f"run status is {status!r}"
+        error = manifest.get("error")
+        lines = [ln.strip() for ln in str(error or "").splitlines() if ln.strip()]
+        if lines:
+            # A traceback's last line names the exception; otherwise the first line is the gist.
+            gist = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+            detail += f" (error: {gist[:200]})"
+        elif status == "running":
+            detail += " (the process ended before finishing the run)"
+        reasons.append(f"status_not_completed: {detail}")
+
+
+def _check_updates(updates: pd.DataFrame, settings: ContractSettings, reasons: list[str]) -> None:
+    n = settings.total_updates
+    if len(updates) != n:
+        reasons.append(f"update_count: {len(updates)} updates recorded, the contract requires {n}")
+    seen = updates["update"].astype("int64").tolist()
+    counts = pd.Series(seen, dtype="int64").value_counts()
+    missing = [u for u in range(1, n + 1) if u not in counts.index]
+    duplicated = sorted(int(u) for u, c in counts.items() if c > 1)
+    unexpected = sorted(int(u) for u in counts.index if not 1 <= u <= n)
+    if missing or duplicated or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing {_fmt_list(missing)}")
+        if duplicated:
+            parts.append(f"duplicated {_fmt_list(duplicated)}")
+        if unexpected:
+            parts.append(f"outside 1..{n}: {_fmt_list(unexpected)}")
+        reasons.append(f"updates_not_contiguous: expected updates 1..{n} each exactly once; " + "; ".join(parts))
+
+    times = updates["completed_at"].to_numpy(dtype="float64")
+    bad = updates[~np.isfinite(times) | (times < 0)]
+    if len(bad):
+        u, t = int(bad["update"].iloc[0]), float(bad["completed_at"].iloc[0])
+        reasons.append(f"completion_time_invalid: {len(bad)} update(s) with a negative or non-finite completed_at; first: update {u} at {t}")
+    ordered = updates.sort_values("update", kind="stable")
+    prev_u = prev_t = None
+    for u, t in zip(ordered["update"], ordered["completed_at"]):
+        if prev_t is not None and not (t > prev_t):
+            reasons.append(
+                f"completion_not_increasing: update {int(u)} completed at {float(t):g} s, "
+                f"not after update {int(prev_u)} at {float(prev_t):g} s"
+            )
+            break
+        prev_u, prev_t = u, t
+
+    neg = updates[(updates["accepted_trajectories"] < 0) | (updates["assistant_tokens"] < 0)]
+    if len(neg):
+        r = neg.iloc[0]
+        reasons.append(
+            f"negative_count: {len(neg)} update(s) with negative counts; first: update {int(r['update'])} "
+            f"accepted_trajectories={int(r['accepted_trajectories'])} assistant_tokens={int(r['assistant_tokens'])}"
+        )
+
+
+def _check_calls(calls: pd.DataFrame, calls_readable: bool, reasons: list[str]) -> None:
+    if not calls_readable:
+        return
+    if len(calls) == 0:
+        reasons.append("calls_empty: calls.parquet holds no model calls")
+        return
+    bad = calls[calls["completion_tokens"] != calls["forced_completion_tokens"]]
+    if len(bad):
+        r = bad.iloc[0]
+        where = f"update {int(r['update'])} " if pd.notna(r.get("update")) else ""
+        reasons.append(
+            f"completion_length_mismatch: {len(bad)} of {len(calls)} calls differ from their forced length; "
+            f"first: {where}group {int(r['group'])} trajectory {int(r['trajectory'])} call {int(r['call'])} "
+            f"completion_tokens={int(r['completion_tokens'])} forced_completion_tokens={int(r['forced_completion_tokens'])}"
+        )
+
+
+def _offered_per_update(contract: dict, manifest: dict | None, reasons: list[str]) -> int | None:
+    if manifest is None or not isinstance(manifest.get("contract"), dict):
+        return None
+    v = contract.get("offered_trajectories_per_update")
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        reasons.append(f"contract_incomplete: offered_trajectories_per_update is {v!r}, expected an integer >= 0")
+        return None
+    return v
+
+
+def _expected_ranks(contract: dict, manifest: dict | None, reasons: list[str]) -> list[int] | None:
+    if manifest is None or not isinstance(manifest.get("contract"), dict):
+        return None
+    v = contract.get("trainer_ranks")
+    if not isinstance(v, list) or not v or not all(isinstance(r, int) and not isinstance(r, bool) for r in v):
+        reasons.append(f"contract_incomplete: trainer_ranks is {v!r}, expected a non-empty list of integers")
+        return None
+    return sorted(set(v))
+
+
+def _check_accepted(updates: pd.DataFrame, offered: int | None, reasons: list[str]) -> None:
+    if offered is None:
+        return
+    over = updates[updates["accepted_trajectories"] > offered]
+    if len(over):
+        r = over.iloc[0]
+        reasons.append(
+            f"accepted_above_offered: {len(over)} update(s) accepted more than the {offered} trajectories offered; "
+            f"first: update {int(r['update'])} accepted {int(r['accepted_trajectories'])}"
+        )
+
+
+def _trainer_headline(intervals: pd.DataFrame, settings: ContractSettings, tokens: int | None,
+                      expected: list[int] | None, intervals_readable: bool, reasons: list[str]) -> dict:
+    first, last = settings.headline_first, settings.total_updates
+    start = intervals["start"].to_numpy(dtype="float64")
+    end = intervals["end"].to_numpy(dtype="float64")
+    bad = intervals[~(np.isfinite(start) & np.isfinite(end)) | (end < start)]
+    if len(bad):
+        r = bad.iloc[0]
+        reasons.append(
+            f"interval_invalid: {len(bad)} trainer interval(s) end before they start or are not finite; "
+            f"first: rank {int(r['rank'])} update {int(r['update'])} [{float(r['start'])}, {float(r['end'])}]"
+        )
+    good = intervals.drop(index=bad.index)
+    head = good[(good["update"] >= first) & (good["update"] <= last)]
+
+    if expected is not None and intervals_readable:
+        present = set(zip(head["rank"].astype(int), head["update"].astype(int)))
+        for rank in expected:
+            lacking = [u for u in range(first, last + 1) if (rank, u) not in present]
+            if lacking:
+                reasons.append(
+                    f"trainer_ranks_missing: rank {rank} has no trainer interval for update(s) {_fmt_list(lacking)} "
+                    f"(expected ranks {expected})"
+                )
+        extra = sorted(set(good["rank"].astype(int)) - set(expected))
+        if extra:
+            reasons.append(f"trainer_ranks_unexpected: intervals from rank(s) {extra}, expected ranks {expected}")
+
+    union = interval_union_length(zip(head["start"], head["end"])) if len(head) else None
+    if union is not None and union <= 0:
+        reasons.append(f"window_nonpositive: trainer interval union over updates {first}-{last} is {union:g} s")
+    return {
+        "first_update": first,
+        "last_update": last,
+        "union_s": _num(union),
+        "assistant_tokens": tokens,
+        "assistant_tokens_per_s": _rate(tokens, union),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Summary
+
+
+def summarize_evidence(ev: Evidence) -> dict:
+    """The summary of already-read evidence (see `summarize`)."""
+    reasons: list[str] = list(ev.problems)
+    manifest = ev.manifest
+    m = manifest or {}
+    settings, contract = _settings_from_manifest(manifest, reasons)
+    _check_status(manifest, reasons)
+    offered = _offered_per_update(contract, manifest, reasons)
+    expected = _expected_ranks(contract, manifest, reasons)
+
+    problem_codes = {p.split(":", 1)[0] for p in ev.problems}
+    updates_ok = not ({"updates_missing", "updates_corrupt", "evidence_dir_missing"} & problem_codes)
+    calls_ok = not ({"calls_missing", "calls_corrupt", "evidence_dir_missing"} & problem_codes)
+    intervals_ok = not ({"intervals_missing", "intervals_corrupt", "evidence_dir_missing"} & problem_codes)
+
+    updates = ev.updates
+    if updates_ok:
+        _check_updates(updates, settings, reasons)
+    _check_calls(ev.calls, calls_ok, reasons)
+    _check_accepted(updates, offered, reasons)
+
+    completions = _single_completions(updates)
+    n = settings.total_updates
+    headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
+    measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
+    trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
+
+    reasons = list(dict.fromkeys(reasons))  # stable order, no repeats
+    distinct_updates = int(updates["update"].nunique())
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "run_id": m.get("run_id"),
+        "suite": m.get("suite"),
+        "backend": m.get("backend"),
+        "workload": m.get("workload"),
+        "trial": m.get("trial"),
+        "status": m.get("status"),
+        "evidence_dir": str(ev.path),
+        "valid": not reasons,
+        "reasons": reasons,
+        "contract": settings.as_dict(),
+        "e2e": {"headline": headline, "measured": measured},
+        "trainer": {"headline": trainer},
+        "counts": {
+            "updates": int(len(updates)),
+            "calls": int(len(ev.calls)),
+            "accepted_trajectories": int(updates["accepted_trajectories"].sum()),
+            # What was offered for the updates this run recorded (acceptance = accepted / offered).
+            "offered_trajectories": offered * distinct_updates if offered is not None else None,
+        },
+        "provenance": {k: m.get(k) for k in (
+            "model", "recipe_sha256", "source_sha256", "image", "host", "gpus",
+            "started_at", "finished_at", "command")},
+    }
+
+
+def summarize(evidence_dir: Path | str) -> dict:
+    """Summary (rates + validity with named reasons) of one evidence directory; never raises on bad evidence."""
+    return summarize_evidence(read_evidence(evidence_dir))
+
+
+def summarize_to_file(evidence_dir: Path | str, out_path: Path | str) -> dict:
+    """Write the summary atomically as JSON and return it."""
+    summary = summarize(evidence_dir)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out, summary)
+    return summary

@@ -1,0 +1,330 @@
+"""Recipe and source identities: sha256 over the exact files that define what ran.
+
+A result is only traceable if we can say which recipe built its environment and which
+benchmark code drove it. A recipe hash covers one backend's container recipe, pinned
+environment (`envs/`), native setup script, env wrapper and driver code; the source hash
+covers the benchmark's Python and workflow files. Both are order-independent digests
+of `sha256sum`-style lines, so `sha256sum` can check any single file by hand.
+
+Standard library only: the same module runs inside images to recompute what was baked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .paths import ROOT
+
+RECIPE_SCHEMA = "rl-bench/recipe/v1"
+SOURCE_SCHEMA = "rl-bench/source/v1"
+BACKENDS = ("reference", "art", "skyrl")
+
+# Caches and editor droppings never change what runs; ignoring them keeps hashes stable.
+_IGNORED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".snakemake", ".ipynb_checkpoints"}
+_IGNORED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".orig", ".rej")
+_IGNORED_NAMES = {".DS_Store"}
+
+# Per backend: files that must exist (the recipe is incomplete without them) and
+# optional patterns (driver code, shared container helpers) hashed when present.
+_RECIPE_REQUIRED = (
+    "containers/{b}/Dockerfile",
+    "containers/{b}_env.sh",
+    "containers/setup_{b}.sh",
+    "envs/{b}/**/*",
+)
+_RECIPE_OPTIONAL = (
+    "containers/{b}/**/*",
+    "containers/common/**/*",
+    "envs/common/**/*",
+    "src/rl_pipeline_bench/backends/{b}.py",
+    "src/rl_pipeline_bench/backends/{b}_*.py",
+    "src/rl_pipeline_bench/backends/{b}/**/*",
+)
+# Backend-specific required files: the reference environment *is* the project's lock.
+_RECIPE_EXTRA = {"reference": ("pyproject.toml", "uv.lock")}
+# The benchmark's own code and workflow. config.yaml, model build configs and
+# profiles are inputs recorded elsewhere (manifest, model identity), not source.
+SOURCE_PATTERNS = (
+    "src/rl_pipeline_bench/**/*",
+    "workflow_scripts/**/*",
+    "rules/**/*",
+    "Snakefile",
+    "schemas/**/*",
+    "pyproject.toml",
+)
+
+
+class ProvenanceError(RuntimeError):
+    """A recipe or source file set is incomplete; the message names what is missing."""
+
+
+def _ignored(rel: Path) -> bool:
+    if any(part in _IGNORED_DIRS for part in rel.parts[:-1]):
+        return True
+    return rel.name in _IGNORED_NAMES or rel.name.endswith(_IGNORED_SUFFIXES)
+
+
+def expand(root: Path | str, patterns: Iterable[str]) -> list[str]:
+    """Files (relative POSIX paths, sorted) matching glob patterns under root, caches excluded."""
+    root = Path(root)
+    found: set[str] = set()
+    for pattern in patterns:
+        for path in root.glob(pattern):
+            if path.is_file():
+                rel = path.relative_to(root)
+                if not _ignored(rel):
+                    found.add(rel.as_posix())
+    return sorted(found)
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def hash_files(root: Path | str, relpaths: Iterable[str]) -> tuple[str, dict[str, str]]:
+    """(combined sha256, {relpath: sha256}); the combined digest is independent of input order."""
+    root = Path(root)
+    files = {rel: file_sha256(root / rel) for rel in sorted(set(relpaths))}
+    lines = "".join(f"{digest}  {rel}\n" for rel, digest in files.items())
+    return hashlib.sha256(lines.encode()).hexdigest(), files
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ProvenanceError(f"unknown backend '{backend}' (known backends: {', '.join(BACKENDS)})")
+    return backend
+
+
+def recipe_files(backend: str, root: Path | str = ROOT) -> list[str]:
+    """The backend's recipe files; raises naming any required file that is missing."""
+    check_backend(backend)
+    root = Path(root)
+    missing = []
+    required: list[str] = []
+    for pattern in _RECIPE_REQUIRED + _RECIPE_EXTRA.get(backend, ()):
+        hits = expand(root, [pattern.format(b=backend)])
+        if not hits:
+            missing.append(pattern.format(b=backend))
+        required.extend(hits)
+    if missing:
+        raise ProvenanceError(f"recipe for backend '{backend}' under {root} is incomplete: missing {', '.join(missing)}")
+    optional = expand(root, [p.format(b=backend) for p in _RECIPE_OPTIONAL])
+    return sorted(set(required) | set(optional))
+
+
+def recipe_record(backend: str, root: Path | str = ROOT) -> dict[str, Any]:
+    """results/provenance/recipes/{backend}.json: the recipe hash and the file list it covers."""
+    digest, files = hash_files(root, recipe_files(backend, root))
+    return {"schema": RECIPE_SCHEMA, "backend": backend, "sha256": digest, "files": files}
+
+
+def recipe_manifest(root: Path | str = ROOT) -> dict[str, str]:
+    """{backend: recipe sha256} for every backend (the seed's Kubernetes source record uses this)."""
+    return {b: recipe_record(b, root)["sha256"] for b in BACKENDS}
+
+
+def source_files(root: Path | str = ROOT) -> list[str]:
+    files = expand(root, SOURCE_PATTERNS)
+    if not any(f.startswith("src/rl_pipeline_bench/") for f in files):
+        raise ProvenanceError(f"no benchmark source under {Path(root) / 'src/rl_pipeline_bench'}")
+    return files
+
+
+def source_record(root: Path | str = ROOT) -> dict[str, Any]:
+    """results/provenance/source.json: the benchmark source hash and the file list it covers."""
+    digest, files = hash_files(root, source_files(root))
+    return {"schema": SOURCE_SCHEMA, "sha256": digest, "files": files}
+
+
+def source_manifest(root: Path | str = ROOT) -> str:
+    """The benchmark source sha256 (the value images bake and preflight compares)."""
+    return source_record(root)["sha256"]
+
+
+def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """Relative paths added, removed or altered between two {relpath: sha256} maps."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+def write_json_atomic(data: Mapping[str, Any], path: Path | str) -> Path:
+    """Write JSON through a temporary file and rename, so readers never see half a record."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# --- pinned environments (envs/{backend}/pins.env) ------------------------------------
+
+def read_pins(backend: str, root: Path | str = ROOT) -> dict[str, str]:
+    """KEY=VALUE pins of a backend's environment; the same file the shell recipes source."""
+    import shlex
+
+    path = Path(root) / "envs" / check_backend(backend) / "pins.env"
+    if not path.is_file():
+        raise ProvenanceError(f"no pins file {path}: every backend's environment is pinned in envs/{backend}/pins.env")
+    pins: dict[str, str] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.isidentifier():
+            raise ProvenanceError(f"{path}:{n}: expected KEY=VALUE, got {line!r}")
+        words = shlex.split(value, comments=True)
+        pins[key] = " ".join(words)
+    return pins
+
+
+# --- native environments: setup manifests ---------------------------------------------
+
+SETUP_SCHEMA = "rl-bench/setup/v1"
+
+
+def _utc_now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def installed_distributions() -> dict[str, str]:
+    """{distribution name: version} of the running interpreter (run with the prefix's Python)."""
+    from importlib import metadata
+
+    out: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            out[name] = dist.version
+    return dict(sorted(out.items(), key=lambda kv: kv[0].lower()))
+
+
+def setup_manifest(backend: str, prefix: Path | str, root: Path | str = ROOT, *, started_at: str | None = None,
+                   facts: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What a setup script provisioned: recipe/source identity, pins, interpreter, packages.
+
+    Written by containers/setup_{backend}.sh into PREFIX/setup_manifests/ with the
+    prefix's own interpreter, so the package list is what that environment holds.
+    """
+    import platform
+    import sys
+
+    rec = recipe_record(backend, root)
+    return {
+        "schema": SETUP_SCHEMA,
+        "backend": backend,
+        "prefix": str(Path(prefix).resolve()),
+        "recipe_sha256": rec["sha256"],
+        "recipe_files": rec["files"],
+        "source_sha256": source_manifest(root),
+        "pins": read_pins(backend, root),
+        "facts": dict(facts or {}),
+        "python": {"executable": sys.executable, "version": platform.python_version()},
+        "packages": installed_distributions(),
+        "started_at": started_at,
+        "finished_at": _utc_now(),
+    }
+
+
+def load_setup_manifests(env_root: Path | str) -> dict[str, Any]:
+    """All setup manifests of a native prefix ({file name: content}); a run manifest copies them."""
+    folder = Path(env_root) / "setup_manifests"
+    if not folder.is_dir():
+        raise ProvenanceError(
+            f"{env_root} has no setup_manifests/: it was not provisioned by containers/setup_*.sh. "
+            "Provision a fresh prefix with `RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/setup_BACKEND.sh`."
+        )
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            out[path.name] = json.loads(path.read_text())
+        except ValueError as exc:
+            raise ProvenanceError(f"setup manifest {path} is not valid JSON ({exc})") from exc
+    if not out:
+        raise ProvenanceError(f"{folder} holds no setup manifest; the prefix's setup did not finish")
+    return out
+
+
+def native_identity(backend: str, env_root: Path | str | None, root: Path | str = ROOT) -> dict[str, Any]:
+    """Provenance of a native run: the controller's recipe hash, labelled as requested, not proven.
+
+    The prefix's setup manifests (when a prefix is used) are copied verbatim: they say
+    what setup ran, which live source cannot.
+    """
+    ident: dict[str, Any] = {
+        "runtime": "native",
+        "requested_recipe_sha256": recipe_record(backend, root)["sha256"],
+        "recipe_proof": "requested (native runtime: not proven by an image)",
+        "source_sha256": source_manifest(root),
+        "env_root": str(env_root) if env_root else None,
+        "setup_manifests": load_setup_manifests(env_root) if env_root else {},
+    }
+    return ident
+
+
+# --- command line (stdlib only: used by setup scripts and inside images) ---------------
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m rl_pipeline_bench.provenance",
+                                     description="Recipe/source identities (no third-party imports).")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    show = sub.add_parser("show", help="print {source_sha256, recipe_sha256} for this tree")
+    show.add_argument("--root", default=str(ROOT))
+    check = sub.add_parser("check", help="fail unless this tree has the expected hashes (used in image builds)")
+    check.add_argument("--root", default=str(ROOT))
+    check.add_argument("--backend", required=True)
+    check.add_argument("--recipe-sha256", default="")
+    check.add_argument("--source-sha256", default="")
+    setup = sub.add_parser("setup-manifest", help="write PREFIX/setup_manifests/BACKEND.json")
+    setup.add_argument("--root", default=str(ROOT))
+    setup.add_argument("--backend", required=True)
+    setup.add_argument("--prefix", required=True)
+    setup.add_argument("--started-at")
+    setup.add_argument("--fact", action="append", default=[], metavar="NAME=VALUE", help="e.g. art_commit=..., uv=...")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "show":
+            print(json.dumps({"source_sha256": source_manifest(args.root), "recipe_sha256": recipe_manifest(args.root)}, indent=2))
+        elif args.cmd == "check":
+            problems = []
+            recipe = recipe_record(args.backend, args.root)["sha256"]
+            source = source_manifest(args.root)
+            for what, expected, actual in (("recipe", args.recipe_sha256, recipe), ("source", args.source_sha256, source)):
+                if not expected:
+                    problems.append(f"no expected {what} sha256 given (the {what} identity is missing)")
+                elif expected != actual:
+                    problems.append(f"{what} sha256 of this tree is {actual}, expected {expected}")
+            if problems:
+                print("provenance check failed: " + "; ".join(problems), file=sys.stderr)
+                return 1
+            print(f"provenance check ok: {args.backend} recipe {recipe}, source {source}")
+        else:
+            facts = dict(f.split("=", 1) for f in args.fact)
+            manifest = setup_manifest(args.backend, args.prefix, args.root, started_at=args.started_at, facts=facts)
+            path = write_json_atomic(manifest, Path(args.prefix) / "setup_manifests" / f"{args.backend}.json")
+            print(f"wrote {path}")
+    except ProvenanceError as exc:
+        print(f"provenance: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

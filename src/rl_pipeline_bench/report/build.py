@@ -1,0 +1,243 @@
+"""render_report: summaries + plans + evidence root -> comparison.html, tables/*.csv, figures/*.png.
+
+A pure function of retained evidence: it never runs a benchmark, writes no wall-clock
+time (the only date shown is the newest evidence `finished_at`), and sorts every row.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from . import figures, tables
+from .files import write_output
+from .collect import OFFERED_QUANTITIES, ReportInputError, load_plans, load_runs, scan_attempts
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTRACT = {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5}
+CONTRACT_KEYS = tuple(DEFAULT_CONTRACT)
+
+
+def _order(preferred: list[str], seen: list[str]) -> list[str]:
+    """The configured order first, then anything else in order of first appearance."""
+    out = [x for x in preferred if x in seen]
+    for x in seen:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def _contract_text(c: dict) -> str:
+    w, m, h = (c.get(k) for k in CONTRACT_KEYS)
+    if None in (w, m, h):
+        return "unknown (summary lacks contract settings)"
+    total = w + m
+    return (f"{w} warmup + {m} measured updates (N = {total}); headline = last {h} "
+            f"(updates {total - h + 1}–{total}, window from completion {total - h} to {total})")
+
+
+def contract_context(runs, suite_settings: dict | None) -> dict[str, Any]:
+    used: dict[tuple, list[str]] = {}
+    for r in runs:
+        c = r.summary.get("contract") or {}
+        used.setdefault(tuple(c.get(k) for k in CONTRACT_KEYS), []).append(
+            f"{r.key[1]}/{r.key[0]}/trial{r.key[2]}")
+    default_key = tuple(DEFAULT_CONTRACT[k] for k in CONTRACT_KEYS)
+    configured = (suite_settings or {}).get("contract")
+    variants = [{"settings": dict(zip(CONTRACT_KEYS, k)), "text": _contract_text(dict(zip(CONTRACT_KEYS, k))),
+                 "runs": sorted(v), "is_default": k == default_key} for k, v in sorted(used.items(), key=lambda kv: str(kv[0]))]
+    if not variants:
+        statement = "No runs, so no contract settings were used."
+    elif len(variants) == 1 and variants[0]["is_default"]:
+        statement = "All runs used the default contract: " + variants[0]["text"] + "."
+    elif len(variants) == 1:
+        statement = ("These runs did NOT use the default contract (5 warmup + 15 measured updates, headline = "
+                     "last 5). They used " + variants[0]["text"] + ". Their rates are not comparable with "
+                     "default-contract results.")
+    else:
+        statement = ("Runs in this report used DIFFERENT contract settings (listed below); rates from different "
+                     "contracts are not comparable.")
+    mismatch = []
+    if configured:
+        ck = tuple(configured.get(k) for k in CONTRACT_KEYS)
+        for v in variants:
+            if tuple(v["settings"][k] for k in CONTRACT_KEYS) != ck:
+                mismatch.extend(v["runs"])
+    return {"variants": variants, "statement": statement, "configured": configured,
+            "configured_text": _contract_text(configured) if configured else None,
+            "default_text": _contract_text(DEFAULT_CONTRACT), "mismatch": sorted(mismatch)}
+
+
+PROVENANCE_FIELDS = (("model", "model"), ("recipe_sha256", "recipe sha256"), ("source_sha256", "source sha256"),
+                     ("image", "image"), ("host", "host"), ("gpus", "GPUs"), ("command", "command"))
+
+
+def provenance_context(run_rows: list[dict]) -> dict[str, list[dict]]:
+    """Split provenance into fields shared by every run (shown once) and fields that vary."""
+    common, varying = [], []
+    for key, label in PROVENANCE_FIELDS:
+        values = {row[key] for row in run_rows}
+        if len(run_rows) > 1 and len(values) == 1:
+            common.append({"key": key, "label": label, "value": run_rows[0][key]})
+        else:
+            varying.append({"key": key, "label": label})
+    return {"common": common, "varying": varying}
+
+
+def fmt_num(x: Any) -> str:
+    v = tables._num(x)
+    if v is None:
+        return "—"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def fmt_tokens(x: Any) -> str:
+    v = tables._num(x)
+    if v is None:
+        return "—"
+    return f"{int(v):,}" if v.is_integer() else f"{v:,.1f}"
+
+
+def fmt_ratio(x: Any) -> str:
+    v = tables._num(x)
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def _data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rl_pipeline_bench", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["num"] = fmt_num
+    env.filters["ratio"] = fmt_ratio
+    env.filters["tokens"] = fmt_tokens
+    return env
+
+
+def _clean(v: Any) -> Any:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    """DataFrame rows as plain dicts with None for missing values (templates test `is none`)."""
+    return [{k: _clean(v) for k, v in row.items()} for row in df.astype(object).to_dict("records")]
+
+
+def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
+                  suite_name: str, config: dict | None = None) -> None:
+    """Build the comparison report from summaries, offered plans and the evidence root."""
+    t0 = time.monotonic()
+    evidence_root = Path(evidence_root)
+    suite_settings = ((config or {}).get("suites") or {}).get(suite_name)
+    if config is not None and suite_settings is None:
+        known = ", ".join(sorted((config.get("suites") or {})))
+        raise ReportInputError(f"unknown suite '{suite_name}' (known suites: {known})")
+
+    runs = load_runs(list(summary_paths), evidence_root)
+    for r in runs:
+        if r.summary.get("suite") not in (None, suite_name):
+            raise ReportInputError(f"summary {r.summary_path} belongs to suite {r.summary.get('suite')!r}, "
+                                   f"not {suite_name!r}")
+    plans = load_plans(list(plan_paths))
+    attempts = scan_attempts(evidence_root, {str(r.summary["run_id"]) for r in runs})
+
+    cfg_workloads = list((suite_settings or {}).get("workloads") or [])
+    cfg_backends = list((suite_settings or {}).get("backends") or [])
+    workloads = _order(cfg_workloads, sorted({r.key[0] for r in runs} | set(plans)))
+    backends = _order(cfg_backends, list(dict.fromkeys(r.key[1] for r in runs)))
+    rank_w = {w: i for i, w in enumerate(workloads)}
+    rank_b = {b: i for i, b in enumerate(backends)}
+    runs.sort(key=lambda r: (rank_w[r.key[0]], rank_b[r.key[1]], r.key[2]))
+
+    headline = tables.headline_table(runs, workloads, backends)
+    tabs = {
+        "headline": headline,
+        "ratios": tables.ratios_table(headline, workloads, backends),
+        "measured": tables.measured_table(runs),
+        "runs": tables.runs_table(runs),
+        "attempts": tables.attempts_table(attempts),
+        "offered": tables.offered_table(plans, workloads),
+        "updates": tables.updates_table(runs),
+    }
+    tables.write_tables(tabs, Path(tables_dir))
+
+    figures_dir = Path(figures_dir)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    timeline = figures.timelines_png(runs, workloads, backends) if runs else None
+    if timeline is not None:
+        write_output(figures_dir / "timelines.png", timeline)
+    offered = []
+    offered_rows = tabs["offered"]
+    for w in workloads:
+        if w not in plans:
+            offered.append({"workload": w, "img": None, "stats": []})
+            continue
+        png = figures.offered_png(plans[w], w)
+        write_output(figures_dir / f"offered_{_safe(w)}.png", png)
+        labels = dict(OFFERED_QUANTITIES)
+        stats = _records(offered_rows[offered_rows["workload"] == w])
+        for s in stats:
+            s["label"] = labels[s["quantity"]]
+        offered.append({"workload": w, "img": _data_uri(png), "stats": stats})
+
+    run_rows = _records(tabs["runs"])
+    for row, r in zip(run_rows, runs):
+        row["reason_list"] = [str(x) for x in r.summary.get("reasons") or []]
+        row["report_problems"] = r.problems
+    finished = [str(get) for r in runs if (get := tables.get(r.summary, "provenance", "finished_at"))]
+    cfg_workload_desc = {w: ((config or {}).get("workloads") or {}).get(w, {}).get("description")
+                         for w in workloads}
+    context = {
+        "suite": suite_name,
+        "suite_settings": suite_settings,
+        "description": (suite_settings or {}).get("description"),
+        "evidence_root": str(evidence_root),
+        "evidence_until": max(finished) if finished else None,
+        "workloads": workloads,
+        "workload_desc": cfg_workload_desc,
+        "backends": backends,
+        "contract": contract_context(runs, suite_settings),
+        "headline": _records(headline),
+        "ratios": _records(tabs["ratios"]),
+        "runs": run_rows,
+        "provenance": provenance_context(run_rows),
+        "n_valid": sum(1 for r in runs if r.summary["valid"] is True),
+        "timeline_img": _data_uri(timeline) if timeline is not None else None,
+        "offered": offered,
+        "attempts": [a for a in attempts if a.failed_or_invalid],
+        "n_attempts": len(attempts),
+        "rate_columns": tables.RATE_COLUMNS,
+    }
+    html = _env().get_template("comparison.html.j2").render(**context)
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    write_output(out_html, html.encode("utf-8"))
+    log.info("rendered %s from %d run(s), %d plan(s), %d evidence dir(s) in %.2f s",
+             out_html, len(runs), len(plans), len(attempts), time.monotonic() - t0)

@@ -1,0 +1,104 @@
+"""The report's figures as PNG bytes: completion timelines and offered length ECDFs.
+
+Figures are drawn on bare `Figure` objects (no pyplot state) under matplotlib's
+default style, and saved without the software tag, so the same data gives the
+same PNG bytes whatever the user's matplotlibrc says.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+import matplotlib.style
+import numpy as np
+from matplotlib.figure import Figure
+
+from .collect import OFFERED_QUANTITIES, Run, offered_lengths
+
+DPI = 100
+_LINESTYLES = ("-", "--", ":", "-.")
+_RC = {"svg.hashsalt": "rl-bench-report", "font.size": 9, "axes.titlesize": 9}
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _backend_colors(backends: list[str]) -> dict[str, str]:
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {b: cycle[i % len(cycle)] for i, b in enumerate(backends)}
+
+
+def timelines_png(runs: list[Run], workloads: list[str], backends: list[str]) -> bytes:
+    """completed_at vs update per workload, one line per backend/trial, windows shaded."""
+    with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
+        colors = _backend_colors(backends)
+        ncols = 2 if len(workloads) > 1 else 1
+        nrows = max(1, math.ceil(len(workloads) / ncols))
+        height = 3.3 * nrows
+        fig = Figure(figsize=(11, height))
+        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        # fixed margins in inches: constrained layout costs seconds per render
+        fig.subplots_adjust(left=0.7 / 11, right=1 - 0.2 / 11, bottom=0.55 / height, top=1 - 0.3 / height,
+                            wspace=0.18, hspace=0.85 / 3.3)
+        for ax, w in zip(axes, workloads):
+            cell = [r for r in runs if r.key[0] == w]
+            shaded = False
+            for r in cell:
+                c = r.summary.get("contract") or {}
+                if not shaded and None not in (c.get("warmup_updates"), c.get("total_updates"), c.get("headline_updates")):
+                    total = c["total_updates"]
+                    ax.axvspan(c["warmup_updates"], total, color="0.92", zorder=0, label="measured window")
+                    ax.axvspan(total - c["headline_updates"], total, color="#cfe3f7", zorder=0, label="headline window")
+                    shaded = True
+                if r.updates is None or not len(r.updates):
+                    continue
+                _, b, t = r.key
+                valid = r.summary.get("valid") is True
+                ax.plot(r.updates["update"], r.updates["completed_at"], color=colors.get(b, "k"),
+                        linestyle=_LINESTYLES[(t - 1) % len(_LINESTYLES)], marker="o" if valid else "x",
+                        markersize=3, label=f"{b} trial {t}" + ("" if valid else " (INVALID)"))
+            if not any(r.updates is not None and len(r.updates) for r in cell):
+                ax.text(0.5, 0.5, "no update evidence", transform=ax.transAxes, ha="center", va="center")
+            ax.set_title(w)
+            ax.set_xlabel("update")
+            ax.set_ylabel("completed_at (s since run start)")
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.grid(True, linewidth=0.4, alpha=0.6)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
+        for ax in axes[len(workloads):]:
+            ax.set_visible(False)
+        return _png(fig)
+
+
+def offered_png(plan, workload: str) -> bytes:
+    """ECDFs of one workload's offered prompt, completion, tool observation and schema lengths."""
+    lengths = offered_lengths(plan)
+    with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(11, 2.5))
+        axes = fig.subplots(1, len(OFFERED_QUANTITIES), squeeze=False).ravel()
+        fig.subplots_adjust(left=0.6 / 11, right=1 - 0.2 / 11, bottom=0.5 / 2.5, top=1 - 0.3 / 2.5, wspace=0.22)
+        for ax, (q, label) in zip(axes, OFFERED_QUANTITIES):
+            x = lengths[q]
+            ax.set_title(label, fontsize=8)
+            ax.set_xlabel("tokens")
+            ax.grid(True, linewidth=0.4, alpha=0.6)
+            if not len(x) or not np.any(x):
+                ax.text(0.5, 0.5, "none offered" if not len(x) else "all zero (none offered)",
+                        transform=ax.transAxes, ha="center", va="center")
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            ax.ecdf(x, color="C0")
+            med = float(np.median(x))
+            ax.axvline(med, color="C3", linestyle="--", linewidth=0.8)
+            ax.text(0.97, 0.05, f"n={len(x)}\nmedian={med:g}", transform=ax.transAxes, ha="right",
+                    va="bottom", fontsize=7)
+            ax.set_ylim(0, 1.02)
+        axes[0].set_ylabel("fraction ≤ x")
+        return _png(fig)

@@ -1,0 +1,177 @@
+"""One benchmark run: fresh evidence directory, manifest, backend, run.json.
+
+The runner is the only place that starts a backend. It creates the evidence
+directory before anything can fail, so every invocation leaves a record, and it
+writes the declared `run.json` only after the backend finished cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import workloads as wl
+from .backends import get_backend, trainer_ranks
+from .config import ConfigError, Suite, check_member
+from .evidence import EvidenceWriter, new_run_id
+from .hostinfo import host_info
+from .paths import ROOT, evidence_root
+
+RUN_SCHEMA = "rl-bench/run/v1"
+
+
+@dataclass
+class RunContext:
+    """Everything a backend needs; backends write evidence only through `writer`."""
+
+    config: dict[str, Any]
+    suite: Suite
+    backend: str
+    workload: str
+    spec: Any
+    trial: int
+    plan: pd.DataFrame
+    model: dict[str, Any]
+    device: str
+    writer: EvidenceWriter
+    contract: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def log(self):
+        return self.writer.logger
+
+
+def n_updates(suite: Suite) -> int:
+    c = suite.contract
+    return int(c["warmup_updates"] + c["measured_updates"])
+
+
+def load_model_record(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ConfigError(
+            f"model identity record {path} is missing; build it first with "
+            f"`uv run snakemake --cores 1 {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
+        )
+    return json.loads(path.read_text())
+
+
+def _read_json(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not Path(path).exists():
+        return None
+    return json.loads(Path(path).read_text())
+
+
+def _lease_gpus() -> list[dict] | None:
+    try:
+        from .leases import current_lease_gpus
+    except ImportError:
+        return None
+    return current_lease_gpus()
+
+
+def offered_plan_for(config: dict, suite: Suite, workload: str, plan_path: Path | None = None) -> tuple[Any, pd.DataFrame]:
+    spec = wl.load_workload(config, workload, suite["scale"])
+    if plan_path is not None and Path(plan_path).exists():
+        plan = wl.read_plan(plan_path)
+    else:
+        plan = wl.offered_plan(spec, config["seed"], n_updates(suite))
+    return spec, plan
+
+
+def execute_run(
+    config: dict[str, Any],
+    suite: Suite,
+    backend: str,
+    workload: str,
+    trial: int,
+    model_record: Path,
+    plan_path: Path | None = None,
+    run_json: Path | None = None,
+    recipe_record: Path | None = None,
+    source_record: Path | None = None,
+    image_record: Path | None = None,
+    evidence_dir_root: Path | None = None,
+    command: list[str] | None = None,
+) -> int:
+    """Run one (suite, backend, workload, trial); return the process exit code."""
+    check_member("backend", backend, list(suite["backends"]))
+    check_member("workload", workload, list(suite["workloads"]))
+    if not 1 <= trial <= suite["trials"]:
+        raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for suite '{suite.name}'")
+    module = get_backend(backend)
+    model = load_model_record(Path(model_record))
+    spec, plan = offered_plan_for(config, suite, workload, plan_path)
+    per_update = plan.groupby("update")[["group", "trajectory"]].apply(lambda d: len(d.drop_duplicates()))
+    contract = dict(suite.contract)
+    contract["trainer_ranks"] = trainer_ranks(module, suite)
+    contract["offered_trajectories_per_update"] = int(per_update.max()) if len(per_update) else 0
+
+    recipe = _read_json(recipe_record) or {}
+    source = _read_json(source_record) or {}
+    image = _read_json(image_record)
+    manifest = {
+        "backend": backend,
+        "workload": workload,
+        "suite": suite.name,
+        "trial": trial,
+        "contract": contract,
+        "model": {k: model.get(k) for k in ("model", "source", "repo_id", "revision", "snapshot_path")},
+        "recipe_sha256": recipe.get("sha256"),
+        "source_sha256": source.get("sha256"),
+        "image": image,
+        "runtime": suite["runtime"],
+        "device": suite["device"],
+        "scale": suite["scale"],
+        "seed": config["seed"],
+        "gpus": _lease_gpus(),
+        "host": host_info(),
+        "command": shlex.join(command or sys.argv),
+        "env": dict(os.environ),
+    }
+    run_id = new_run_id(suite.name, backend, workload, trial)
+    writer = EvidenceWriter(Path(evidence_dir_root or evidence_root()), run_id, manifest)
+    print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
+    ctx = RunContext(config, suite, backend, workload, spec, trial, plan, model, suite["device"], writer, contract)
+    try:
+        module.run(ctx)
+    except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
+        writer.logger.error("run failed: %s", exc)
+        writer.finish("failed", error="".join(traceback.format_exception(exc)))
+        print(f"bench: run {run_id} FAILED ({exc}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return 1
+    writer.finish("completed")
+    if run_json is not None:
+        _write_run_json(Path(run_json), run_id, writer.path, suite, backend, workload, trial)
+    print(f"bench: run {run_id} completed; evidence in {writer.path}", flush=True)
+    return 0
+
+
+def _write_run_json(path: Path, run_id: str, evidence_dir: Path, suite: Suite, backend: str, workload: str, trial: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    evidence_dir = Path(evidence_dir).resolve()
+    cwd = Path.cwd().resolve()
+    # Relative to the working directory (the workflow's root) when inside it, so a
+    # results/ tree stays valid when the checkout moves.
+    shown = evidence_dir.relative_to(cwd) if evidence_dir.is_relative_to(cwd) else evidence_dir
+    record = {
+        "schema": RUN_SCHEMA,
+        "run_id": run_id,
+        "evidence_dir": str(shown),
+        "suite": suite.name,
+        "backend": backend,
+        "workload": workload,
+        "trial": trial,
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,218 @@
+"""Evidence v1 I/O: fresh directories, atomic files, failure survival, threads, redaction."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime
+
+import pyarrow.parquet as pq
+import pytest
+
+from rl_pipeline_bench.evidence import (
+    CALLS,
+    CALLS_SCHEMA,
+    INTERVALS,
+    INTERVALS_SCHEMA,
+    MANIFEST,
+    MANIFEST_FIELDS,
+    RUN_LOG,
+    UPDATES,
+    UPDATES_SCHEMA,
+    EvidenceWriter,
+    new_run_id,
+    read_evidence,
+)
+
+HOST = {"hostname": "test-host"}  # given explicitly so the writer does not probe the machine
+
+
+def call_row(t: int, **extra) -> dict:
+    return dict(group=0, trajectory=t, call=0, prompt_tokens=5, forced_completion_tokens=7,
+                completion_tokens=7, accepted=True, started_at=0.1, finished_at=0.2, policy_version=0, **extra)
+
+
+def tmp_files(path):
+    return [p.name for p in path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_new_run_id_is_unique_safe_and_time_sorted():
+    ids = [new_run_id("smoke suite", "reference", "multi/turn", 1) for _ in range(20)]
+    assert len(set(ids)) == 20
+    assert ids == sorted(ids)
+    for i in ids:
+        assert "/" not in i and " " not in i
+        assert "trial1" in i and "multi_turn" in i
+
+
+def test_writer_creates_fresh_dir_and_refuses_existing(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-a", {"host": HOST})
+    assert sorted(p.name for p in w.path.iterdir()) == sorted([MANIFEST, RUN_LOG, UPDATES, CALLS, INTERVALS])
+    before = (w.path / MANIFEST).read_bytes()
+    with pytest.raises(FileExistsError, match="already exists"):
+        EvidenceWriter(tmp_path, "run-a", {"host": HOST})
+    assert (w.path / MANIFEST).read_bytes() == before  # untouched
+    with pytest.raises(ValueError, match="filesystem-safe"):
+        EvidenceWriter(tmp_path, "../escape", {})
+    w.finish("completed")
+
+
+def test_manifest_fields_and_lifecycle(tmp_path):
+    contract = {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5,
+                "trainer_ranks": [0], "offered_trajectories_per_update": 4}
+    w = EvidenceWriter(tmp_path, "run-b", {"backend": "reference", "suite": "smoke", "trial": 1,
+                                           "contract": contract, "host": HOST, "command": ["bench", "run"]})
+    m = json.loads((w.path / MANIFEST).read_text())
+    assert set(MANIFEST_FIELDS) <= set(m)
+    assert m["schema"] == "rl-bench/evidence/v1" and m["run_id"] == "run-b" and m["status"] == "running"
+    assert m["workload"] is None and m["image"] is None and m["finished_at"] is None  # defaults are null
+    assert m["contract"] == contract and m["command"] == "bench run"
+    assert datetime.fromisoformat(m["started_at"]).utcoffset().total_seconds() == 0
+    w.update_manifest(image={"id": "sha256:abc"}, gpus=[{"index": 0, "uuid": "GPU-x"}])
+    with pytest.raises(ValueError, match="managed by the writer"):
+        w.update_manifest(status="completed")
+    t = w.clock()
+    assert 0 <= t < 60
+    w.finish("completed")
+    m = json.loads((w.path / MANIFEST).read_text())
+    assert m["status"] == "completed" and m["error"] is None and m["image"] == {"id": "sha256:abc"}
+    assert datetime.fromisoformat(m["finished_at"]) >= datetime.fromisoformat(m["started_at"])
+    with pytest.raises(RuntimeError, match="already finished"):
+        w.add_update(1, 1.0, 1, 1, 1, 0.0)
+    with pytest.raises(RuntimeError, match="already finished"):
+        w.finish("failed", "again")
+    with pytest.raises(ValueError, match="finish status"):
+        EvidenceWriter(tmp_path, "run-c", {"host": HOST}).finish("ok")
+
+
+def test_each_update_is_durable_and_no_temp_files(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-d", {"host": HOST})
+    for u in range(1, 6):
+        w.add_calls([call_row(t, update=u) for t in range(3)])
+        w.add_trainer_interval(0, u, u - 0.5, u - 0.1)
+        w.add_update(u, float(u), 3, 21, u, 0.5)
+        assert tmp_files(w.path) == []
+        ev = read_evidence(w.path)  # a reader between updates sees whole files
+        assert ev.problems == []
+        assert ev.updates["update"].tolist() == list(range(1, u + 1))
+        assert len(ev.calls) == 3 * u and len(ev.intervals) == u
+    w.finish("completed")
+    assert pq.read_schema(w.path / UPDATES).remove_metadata() == UPDATES_SCHEMA
+    assert pq.read_schema(w.path / CALLS).remove_metadata() == CALLS_SCHEMA
+    assert pq.read_schema(w.path / INTERVALS).remove_metadata() == INTERVALS_SCHEMA
+    ev = read_evidence(w.path)
+    assert str(ev.updates["update"].dtype) == "int64" and str(ev.updates["completed_at"].dtype) == "float64"
+    assert ev.calls["accepted"].dtype == bool and ev.calls["update"].tolist()[:3] == [1, 1, 1]
+
+
+def test_calls_are_buffered_until_flush(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-e", {"host": HOST}, flush_interval_s=3600)
+    w.add_calls([call_row(0)])  # no update tag: the optional column stays null
+    assert len(read_evidence(w.path).calls) == 0
+    w.flush()
+    calls = read_evidence(w.path).calls
+    assert len(calls) == 1 and calls["update"].isna().all()
+    w.finish("completed")
+
+
+def test_bad_rows_are_refused_with_the_column_named(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-f", {"host": HOST})
+    with pytest.raises(ValueError, match="unknown column.*'tokens'"):
+        w.add_calls([{**call_row(0), "tokens": 3}])
+    row = call_row(0)
+    del row["completion_tokens"]
+    with pytest.raises(ValueError, match="missing column.*completion_tokens"):
+        w.add_calls([row])
+    with pytest.raises(ValueError, match="must be an integer"):
+        w.add_update(1, 1.0, 2.5, 1, 1, 0.0)
+    w.finish("completed")
+
+
+def test_run_that_raises_midway_leaves_failed_manifest_and_updates(tmp_path):
+    with pytest.raises(RuntimeError, match="rollout worker died"):
+        with EvidenceWriter(tmp_path, "run-g", {"host": HOST}) as w:
+            for u in range(1, 4):
+                w.add_update(u, float(u), 2, 10, u, 0.0)
+            w.add_calls([call_row(0, update=4)])
+            raise RuntimeError("rollout worker died")
+    ev = read_evidence(tmp_path / "run-g")
+    assert ev.problems == []
+    assert ev.manifest["status"] == "failed"
+    assert "RuntimeError: rollout worker died" in ev.manifest["error"]
+    assert ev.manifest["finished_at"] is not None
+    assert ev.updates["update"].tolist() == [1, 2, 3]
+    assert len(ev.calls) == 1  # the final flush kept the pending call
+    assert "rollout worker died" in (tmp_path / "run-g" / RUN_LOG).read_text()
+
+
+def test_concurrent_add_calls_from_threads(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-h", {"host": HOST}, flush_interval_s=0.0)  # flush on every add
+    n_threads, per_thread = 8, 25
+    start = threading.Barrier(n_threads)
+
+    def worker(g: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            w.add_calls([dict(call_row(i), group=g)])
+            if i % 10 == 0:
+                w.add_trainer_interval(g, 1, 0.0, 1.0)
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.finish("completed")
+    ev = read_evidence(w.path)
+    assert ev.problems == []
+    pairs = set(zip(ev.calls["group"], ev.calls["trajectory"]))
+    assert len(ev.calls) == n_threads * per_thread and len(pairs) == n_threads * per_thread
+    assert len(ev.intervals) == n_threads * 3
+    assert tmp_files(w.path) == []
+
+
+def test_secrets_never_reach_manifest_or_log(tmp_path, monkeypatch, caplog):
+    hf = "hf_PlantedSecretValue0123456789"
+    wandb = "wandb-planted-secret-abcdef987654"
+    monkeypatch.setenv("HF_TOKEN", hf)
+    monkeypatch.setenv("WANDB_API_KEY", wandb)
+    monkeypatch.setenv("INNOCENT_URL", "https://user:urlpassword99@example.org/x")
+    w = EvidenceWriter(tmp_path, "run-i", {"host": HOST, "command": ["bench", "run", "--token", hf],
+                                           "model": {"id": "m", "note": f"pulled with {wandb}"}})
+    with caplog.at_level(logging.INFO):
+        w.logger.info("authenticating with %s and %s", hf, wandb)
+    assert "authenticating with" in caplog.text and hf not in caplog.text  # propagated copies too
+    w.update_manifest(image={"registry_auth": hf})
+    w.finish("failed", f"HTTP 401 for token {hf}")
+    manifest_text = (w.path / MANIFEST).read_text()
+    log_text = (w.path / RUN_LOG).read_text()
+    for secret in (hf, wandb, "urlpassword99"):
+        assert secret not in manifest_text
+        assert secret not in log_text
+    m = json.loads(manifest_text)
+    assert m["env"]["HF_TOKEN"] == "<redacted>" and m["env"]["WANDB_API_KEY"] == "<redacted>"
+    assert m["command"].startswith("bench run --token")
+    assert "authenticating with" in log_text  # the message itself is kept
+
+
+@pytest.mark.parametrize("victim", [MANIFEST, UPDATES, CALLS, INTERVALS])
+def test_read_evidence_reports_missing_and_corrupt_files(tmp_path, victim):
+    w = EvidenceWriter(tmp_path, "run-j", {"host": HOST})
+    w.add_update(1, 1.0, 1, 1, 1, 0.0)
+    w.finish("completed")
+    code = {MANIFEST: "manifest", UPDATES: "updates", CALLS: "calls", INTERVALS: "intervals"}[victim]
+    data = (w.path / victim).read_bytes()
+    (w.path / victim).write_bytes(data[: len(data) // 2])
+    ev = read_evidence(w.path)
+    assert [p.split(":")[0] for p in ev.problems] == [f"{code}_corrupt"]
+    (w.path / victim).unlink()
+    ev = read_evidence(w.path)
+    assert [p.split(":")[0] for p in ev.problems] == [f"{code}_missing"]
+    assert list(ev.updates.columns) == UPDATES_SCHEMA.names  # empty frames keep the schema
+
+
+def test_read_evidence_missing_dir(tmp_path):
+    ev = read_evidence(tmp_path / "absent")
+    assert ev.manifest is None and len(ev.updates) == 0
+    assert ev.problems[0].startswith("evidence_dir_missing: ")

@@ -1,0 +1,227 @@
+"""The comparison report: values, failed attempts, self-containment and determinism.
+
+Evidence here is TEST FIXTURE evidence written by tests/evidence_fixtures.py through the
+real EvidenceWriter; summaries come from the real contract code and plans from the real
+workload generator, so only the numbers are synthetic.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import runpy
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from evidence_fixtures import build_evidence, default_calls  # noqa: E402
+
+from rl_pipeline_bench.config import load_config  # noqa: E402
+from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
+from rl_pipeline_bench.paths import ROOT  # noqa: E402
+from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
+from rl_pipeline_bench.workloads import suite_plan, write_plan  # noqa: E402
+
+WORKLOADS = ["multi_turn", "long_generation"]
+BACKENDS = ["art", "skyrl"]
+UPDATES = list(range(1, 21))
+
+
+def _config(suite: str, backends: list[str], contract: dict | None = None) -> dict:
+    cfg = copy.deepcopy(load_config())
+    cfg["suites"][suite] = {
+        **cfg["suites"]["smoke"], "description": f"Fixture suite {suite} for the report tests.",
+        "backends": backends, "workloads": WORKLOADS, "scale": 0.02,
+        "contract": contract or {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5},
+    }
+    return cfg
+
+
+def _manifest(suite, backend, workload):
+    return {"backend": backend, "workload": workload, "suite": suite, "trial": 1}
+
+
+def _summarize(ws: Path, suite: str, backend: str, workload: str, evidence: Path) -> Path:
+    out = ws / "results" / "runs" / suite / backend / workload / "trial1" / "summary.json"
+    summarize_to_file(evidence, out)
+    return out
+
+
+def _plans(ws: Path, cfg: dict, suite: str) -> list[Path]:
+    paths = []
+    for w in WORKLOADS:
+        _spec, plan, meta = suite_plan(cfg, w, suite)
+        paths.append(write_plan(plan, ws / "results" / "workloads" / suite / f"{w}.parquet", meta))
+    return paths
+
+
+def _render(ws: Path, inputs: dict, out: str) -> Path:
+    reports = ws / out
+    render_report(inputs["summaries"], inputs["plans"], ws / "results" / "evidence", reports / "comparison.html",
+                  reports / "tables", reports / "figures", inputs["suite"], inputs["config"])
+    return reports
+
+
+@pytest.fixture(scope="module")
+def two_backends(tmp_path_factory):
+    """art is 3 s/update, skyrl 2 s/update; skyrl/long_generation breaks forced lengths and
+    has an earlier failed attempt; plus a corrupt and an empty evidence directory."""
+    ws = tmp_path_factory.mktemp("report2")
+    suite = "fixture2"
+    cfg = _config(suite, BACKENDS)
+    ev = ws / "results" / "evidence"
+    summaries = []
+    n = 0
+    for w in WORKLOADS:
+        for b, step in (("art", 3.0), ("skyrl", 2.0)):
+            completed = [step * u for u in UPDATES]
+            kw = {}
+            if (b, w) == ("skyrl", "long_generation"):
+                n += 1
+                build_evidence(ev, completed_at=completed, status="failed", error="RuntimeError: boom-xyz",
+                               manifest=_manifest(suite, b, w), run_id=f"20260101T00000{n}Z-{suite}-{b}-{w}-failed")
+                calls = default_calls(UPDATES, completed, [u % 4 + 1 for u in UPDATES], 4)
+                calls[5]["completion_tokens"] += 3
+                kw["calls"] = calls
+            n += 1
+            path = build_evidence(ev, completed_at=completed, manifest=_manifest(suite, b, w),
+                                  run_id=f"20260101T00000{n}Z-{suite}-{b}-{w}-trial1", **kw)
+            summaries.append(_summarize(ws, suite, b, w, path))
+    corrupt = ev / "zz-corrupt"
+    corrupt.mkdir()
+    (corrupt / "manifest.json").write_text("{not json")
+    (corrupt / "updates.parquet").write_bytes(b"garbage")
+    (ev / "zz-empty").mkdir()
+    inputs = {"summaries": summaries, "plans": _plans(ws, cfg, suite), "suite": suite, "config": cfg}
+    reports = _render(ws, inputs, "reports")
+    return SimpleNamespace(ws=ws, inputs=inputs, reports=reports,
+                           html=(reports / "comparison.html").read_text(encoding="utf-8"))
+
+
+def _section(html: str, anchor: str) -> str:
+    start = html.index(f'<section id="{anchor}">')
+    return html[start:html.index("</section>", start)]
+
+
+def test_headline_values_and_ratios_in_html(two_backends):
+    head = _section(two_backends.html, "headline")
+    # art: updates 16-20 accept 1+2+3+4+1 = 11 trajectories and 9000 tokens in 60-45 = 15 s.
+    assert "0.733" in head and "600.0" in head
+    # skyrl: the same work in 40-30 = 10 s; trainer union 2 s/update for both backends.
+    assert "1.10" in head and "900.0" in head
+    ratios = _section(two_backends.html, "ratios")
+    assert "skyrl&nbsp;/&nbsp;art" in ratios
+    assert ratios.count("1.50×") >= 2 and "1.00×" in ratios
+
+
+def test_invalid_run_and_failed_attempts_are_listed(two_backends):
+    validation = _section(two_backends.html, "validation")
+    assert "completion_length_mismatch" in validation
+    attempts = _section(two_backends.html, "attempts")
+    assert "zz-corrupt" in attempts and "unreadable manifest" in attempts
+    assert "zz-empty" in attempts
+    assert "boom-xyz" in attempts
+    assert "fixture2-skyrl-long_generation-trial1" in attempts  # completed but invalid
+    assert "fixture2-art-multi_turn-trial1" not in attempts  # completed and valid
+
+
+def test_contract_and_description_are_stated(two_backends):
+    contract = _section(two_backends.html, "contract")
+    assert "All runs used the default contract" in contract
+    assert "Fixture suite fixture2 for the report tests." in two_backends.html
+
+
+def test_html_is_self_contained(two_backends):
+    html = two_backends.html
+    assert "http://" not in html and "https://" not in html
+    assert "<link" not in html and "<script" not in html
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) == 1 + len(WORKLOADS)  # timelines + one offered figure per workload
+    assert all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "url(" not in html and "@import" not in html
+
+
+def test_tables(two_backends):
+    tables = two_backends.reports / "tables"
+    assert {p.name for p in tables.iterdir()} >= {"headline.csv", "measured.csv", "runs.csv", "attempts.csv"}
+    head = pd.read_csv(tables / "headline.csv")
+    assert list(zip(head.workload, head.backend)) == [(w, b) for w in WORKLOADS for b in BACKENDS]
+    assert head.set_index(["workload", "backend"]).loc[("long_generation", "skyrl"), "valid"] == False  # noqa: E712
+    assert head.headline_trajectories_per_s.round(6).tolist() == [0.733333, 1.1, 0.733333, 1.1]
+    ratios = pd.read_csv(tables / "ratios.csv").set_index(["workload", "backend"])
+    assert ratios.loc[("multi_turn", "skyrl"), "headline_trajectories_per_s"] == pytest.approx(1.5)
+    assert ratios.loc[("multi_turn", "skyrl"), "trainer_assistant_tokens_per_s"] == pytest.approx(1.0)
+    runs = pd.read_csv(tables / "runs.csv", keep_default_na=False)
+    assert len(runs) == 4
+    bad = runs[runs.backend.eq("skyrl") & runs.workload.eq("long_generation")].iloc[0]
+    assert "completion_length_mismatch" in bad.reasons and bad.model.startswith("fixture/model @ 000")
+    attempts = pd.read_csv(tables / "attempts.csv", keep_default_na=False)
+    assert len(attempts) == 7  # four reported runs, the failed attempt, corrupt, empty
+    flagged = set(attempts.loc[attempts.failed_or_invalid, "run_id"])
+    assert {"zz-corrupt", "zz-empty"} <= flagged and len(flagged) == 4
+    measured = pd.read_csv(tables / "measured.csv")
+    row = measured[(measured.backend == "art") & (measured.workload == "multi_turn") & (measured.window == "measured")]
+    assert row.window_s.item() == pytest.approx(45.0) and row.first_update.item() == 6
+
+
+def test_same_evidence_gives_identical_outputs(two_backends):
+    first = two_backends.reports
+    second = _render(two_backends.ws, two_backends.inputs, "reports-again")
+
+    def snapshot(d: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+    before = snapshot(first)
+    assert before == snapshot(second)
+    shutil.rmtree(first)
+    _render(two_backends.ws, two_backends.inputs, "reports")
+    assert snapshot(first) == before
+
+
+def test_single_backend_non_default_contract(tmp_path):
+    suite = "fixture1"
+    contract = {"warmup_updates": 2, "measured_updates": 3, "headline_updates": 2}
+    cfg = _config(suite, ["reference"], contract)
+    ev = tmp_path / "results" / "evidence"
+    summaries = []
+    for i, w in enumerate(WORKLOADS):
+        path = build_evidence(ev, contract=contract, manifest=_manifest(suite, "reference", w),
+                              run_id=f"2026010{i}T000000Z-{suite}-reference-{w}-trial1")
+        summaries.append(_summarize(tmp_path, suite, "reference", w, path))
+    shutil.rmtree(path)  # the report must still render when a run's evidence has gone
+    inputs = {"summaries": summaries, "plans": _plans(tmp_path, cfg, suite), "suite": suite, "config": cfg}
+    reports = _render(tmp_path, inputs, "reports")
+    html = (reports / "comparison.html").read_text(encoding="utf-8")
+    assert "did NOT use the default contract" in _section(html, "contract")
+    assert "2 warmup + 3 measured updates" in html
+    assert "Only one backend (reference)" in _section(html, "ratios")
+    assert "no timeline" in _section(html, "validation")
+    assert pd.read_csv(reports / "tables" / "ratios.csv").empty
+    assert (reports / "tables" / "attempts.csv").read_text().count("\n") == 2  # header + the remaining dir
+
+
+def test_bad_summary_names_the_file(tmp_path):
+    bad = tmp_path / "summary.json"
+    bad.write_text(json.dumps({"schema": "something/else"}))
+    with pytest.raises(ReportInputError, match=re.escape(str(bad))):
+        render_report([bad], [], tmp_path / "evidence", tmp_path / "r.html", tmp_path / "t", tmp_path / "f", "smoke")
+
+
+def test_snakemake_wrapper(two_backends, tmp_path):
+    i = two_backends.inputs
+    out = tmp_path / "reports"
+    smk = SimpleNamespace(
+        input=SimpleNamespace(summaries=[str(p) for p in i["summaries"]], plans=[str(p) for p in i["plans"]]),
+        params=SimpleNamespace(evidence_root=str(two_backends.ws / "results" / "evidence"), suite=i["suite"]),
+        output=SimpleNamespace(html=str(out / "comparison.html"), tables=str(out / "tables"),
+                               figures=str(out / "figures")),
+        log=[str(tmp_path / "report.log")], config=i["config"])
+    runpy.run_path(str(ROOT / "workflow_scripts" / "render_report.py"), init_globals={"snakemake": smk})
+    assert (out / "comparison.html").read_bytes() == (two_backends.reports / "comparison.html").read_bytes()
+    assert "rendered" in (tmp_path / "report.log").read_text()

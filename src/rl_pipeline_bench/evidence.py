@@ -116,10 +116,14 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _current_umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# Read once at import: os.umask is process-wide, so toggling it later would race threads.
+_UMASK = _read_umask()
 
 
 def atomic_write(path: Path | str, write: Callable[[Any], None]) -> None:
@@ -132,7 +136,7 @@ def atomic_write(path: Path | str, write: Callable[[Any], None]) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         # mkstemp creates 0600; evidence is meant to be readable like any other file.
-        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -15,7 +15,7 @@ if [ "$PHASE" != bench ]; then
     say "checking out $ART_REPO at $ART_COMMIT into $SRC"
     checkout_pinned "$ART_REPO" "$ART_COMMIT" "$SRC"
     # shellcheck disable=SC2086
-    (cd "$SRC" && uv sync $ART_UV_SYNC_ARGS --python "$RL_BENCH_PYTHON_VERSION") || die "uv sync of ART failed"
+    (cd "$SRC" && uv sync $ART_UV_SYNC_ARGS --python "$(python_request)") || die "uv sync of ART failed"
 fi
 if [ "$PHASE" != env ]; then
     install_bench_and_record "$SRC/.venv/bin/python" "art_commit=$(git -C "$SRC" rev-parse HEAD)"

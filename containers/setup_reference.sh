@@ -14,7 +14,7 @@ if [ "$PHASE" != bench ]; then
     say "creating $VENV (Python $RL_BENCH_PYTHON_VERSION) from $REPO_ROOT/uv.lock"
     # shellcheck disable=SC2086
     (cd "$REPO_ROOT" && UV_PROJECT_ENVIRONMENT="$VENV" uv sync $RL_BENCH_UV_SYNC_ARGS \
-        --python "$RL_BENCH_PYTHON_VERSION" --no-install-project) || die "uv sync failed"
+        --python "$(python_request)" --no-install-project) || die "uv sync failed"
 fi
 if [ "$PHASE" != env ]; then
     install_bench_and_record "$VENV/bin/python"

@@ -17,7 +17,7 @@ if [ "$PHASE" != bench ]; then
     checkout_pinned "$SKYRL_REPO" "$SKYRL_COMMIT" "$SRC"
     # shellcheck disable=SC2086
     (cd "$SRC/$SKYRL_PROJECT_SUBDIR" && UV_PROJECT_ENVIRONMENT="$SRC/.venv" uv sync $SKYRL_UV_SYNC_ARGS \
-        --python "$RL_BENCH_PYTHON_VERSION") || die "uv sync of SkyRL failed"
+        --python "$(python_request)") || die "uv sync of SkyRL failed"
 fi
 if [ "$PHASE" != env ]; then
     install_bench_and_record "$SRC/.venv/bin/python" "skyrl_commit=$(git -C "$SRC" rev-parse HEAD)"

@@ -14,7 +14,10 @@ if [ -n "${CUDA_HOME:-}" ]; then activate_cuda_home; fi
 if [ "${SKYRL_USE_CUDA_COMPAT:-0}" = 1 ]; then
     # shellcheck disable=SC1091
     . "$(dirname "${BASH_SOURCE[0]}")/../envs/skyrl/pins.env"
-    compat=$(ls -d "$VIRTUAL_ENV"/lib/python*/site-packages/"$SKYRL_CUDA_COMPAT_SUBDIR" 2>/dev/null | head -n 1)
+    compat=
+    for d in "$VIRTUAL_ENV"/lib/python*/site-packages/"$SKYRL_CUDA_COMPAT_SUBDIR"; do
+        [ -d "$d" ] && { compat=$d; break; }
+    done
     [ -n "$compat" ] || die "SKYRL_USE_CUDA_COMPAT=1 but $VIRTUAL_ENV has no site-packages/$SKYRL_CUDA_COMPAT_SUBDIR"
     export LD_LIBRARY_PATH="$compat${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export RL_BENCH_SKYRL_CUDA_COMPAT="$compat"

@@ -4,7 +4,8 @@
 # (Dockerfile, envs/ pins, setup script, env wrapper, driver code) and their list.
 # results/provenance/source.json: sha256 over the benchmark's Python and workflow files.
 # Inputs are the hashed files themselves, so any edit, addition or removal re-runs
-# the rule. Needs only the repository (the main Snakefile's directory).
+# the rule. Needs only the repository (the main Snakefile's directory). The module
+# is standard-library only, so these jobs start fast.
 
 from pathlib import Path as _ProvPath
 import os as _prov_os
@@ -14,13 +15,9 @@ from rl_pipeline_bench import provenance as _prov
 _PROV_ROOT = _ProvPath(workflow.basedir).resolve()
 
 
-def _prov_rel(files):
-    return [_prov_os.path.relpath(_PROV_ROOT / f) for f in files]
-
-
 rule recipe_hash:
     input:
-        lambda wc: _prov_rel(_prov.recipe_files(wc.backend, _PROV_ROOT)),
+        lambda wc: [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.recipe_files(wc.backend, _PROV_ROOT)],
     output:
         "results/provenance/recipes/{backend}.json",
     log:
@@ -30,12 +27,12 @@ rule recipe_hash:
     params:
         root=str(_PROV_ROOT),
     shell:
-        "bench provenance recipe --backend {wildcards.backend} --root {params.root:q} --output {output:q} > {log:q} 2>&1"
+        "python -m rl_pipeline_bench.provenance recipe --backend {wildcards.backend} --root {params.root:q} --output {output:q} > {log:q} 2>&1"
 
 
 rule source_hash:
     input:
-        _prov_rel(_prov.source_files(_PROV_ROOT)),
+        [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.source_files(_PROV_ROOT)],
     output:
         "results/provenance/source.json",
     log:
@@ -43,4 +40,4 @@ rule source_hash:
     params:
         root=str(_PROV_ROOT),
     shell:
-        "bench provenance source --root {params.root:q} --output {output:q} > {log:q} 2>&1"
+        "python -m rl_pipeline_bench.provenance source --root {params.root:q} --output {output:q} > {log:q} 2>&1"

@@ -109,13 +109,14 @@ def _fs_scenario(mode: str, base: Path, inventory: Path) -> dict:
         subprocess.run(["mount", "-o", "remount,ro", str(base)], check=True)
     elif mode == "full":
         lock_dir.mkdir()
-        with open(base / "filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-                    f.flush()
-            except OSError as exc:
-                filler_error = exc.strerror
+        fd = os.open(base / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError as exc:
+            filler_error = exc.strerror
+        finally:
+            os.close(fd)
     argv = lease_argv("0", 1, "fs-scenario", ["touch", str(marker)])
     proc = subprocess.run(argv, env=lease_env(inventory, lock_dir), capture_output=True, text=True, timeout=60)
     return {

@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-
 from lease_helpers import (
     gpu,
     lease_argv,
@@ -30,7 +30,8 @@ from lease_helpers import (
     wait_for,
     write_inventory,
 )
-from rl_pipeline_bench.gpus import query_inventory
+
+from rl_pipeline_bench.gpus import InventoryError, query_inventory
 from rl_pipeline_bench.leases import (
     EXIT_CLEANUP_UNCONFIRMED,
     EXIT_REFUSED,
@@ -188,7 +189,7 @@ def test_no_nvml_and_no_inventory_refuses(host, monkeypatch):
     monkeypatch.delenv("RL_BENCH_GPU_INVENTORY")
     try:
         query_inventory()
-    except Exception:
+    except InventoryError:
         pass
     else:
         pytest.skip("NVML works on this machine; the no-NVML refusal cannot be observed here")
@@ -312,12 +313,20 @@ def test_signals_are_forwarded_to_the_group(host):
     assert leftovers(host.lock_dir) == []
 
 
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return None
+
+
 def test_sigkilled_supervisor_leaves_blocking_record(host):
     sup = start_lease(host, "2", 1, "killed", ["sleep", "30"])
     child = None
     try:
         data = wait_for(lambda: record_with_status(host.lock_dir, "running"), what="running record")
         child = data["child"]
+        wait_for(lambda: _cmdline(child["pid"]) == ["sleep", "30"], what="gate to exec the command")
         sup.send_signal(signal.SIGKILL)
         sup.wait(timeout=10)
         record = host.lock_dir / "lease-killed.json"
@@ -348,6 +357,9 @@ import os, pathlib, sys, time
 stop, pidfile, life = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), float(sys.argv[3])
 if os.fork() == 0:
     os.setsid()  # leave the process group: only the subreaper still sees it as ours
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # do not hold the test's pipes open
+        os.dup2(null, fd)
     if os.fork() == 0:
         pidfile.write_text(str(os.getpid()))
         end = time.time() + life
@@ -364,7 +376,7 @@ while not pidfile.exists():
 
 def test_grandchild_blocks_release_until_gone(host):
     stop, pidfile = host.tmp / "stop", host.tmp / "gc.pid"
-    sup = start_lease(host, "3", 1, "gc-short", py(GRANDCHILD) + [str(stop), str(pidfile), "1.5"], cleanup_timeout_s=20)
+    sup = start_lease(host, "3", 1, "gc-short", py(GRANDCHILD) + [str(stop), str(pidfile), "3"], cleanup_timeout_s=20)
     wait_for(pidfile.exists, what="grandchild")
     assert (host.lock_dir / "lease-gc-short.json").exists()
     assert sup.wait(timeout=40) == 0
@@ -428,7 +440,7 @@ def test_full_filesystem_leaves_nothing(host):
     out = fs_scenario(host, "full")
     assert out["filler_error"] == "No space left on device"
     assert out["rc"] == EXIT_REFUSED and "No space left on device" in out["stderr"]
-    assert "lease-fs-scenario.json (not written)" in out["stderr"] and "SPEC '0'" in out["stderr"]
+    assert "lease-fs-scenario.json (not written)" in out["stderr"] and "GPU 0 (GPU-fixture-0000" in out["stderr"]
     assert out["left"] == ["registry.lock"] and not out["command_ran"]
 
 

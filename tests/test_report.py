@@ -225,3 +225,21 @@ def test_snakemake_wrapper(two_backends, tmp_path):
     runpy.run_path(str(ROOT / "workflow_scripts" / "render_report.py"), init_globals={"snakemake": smk})
     assert (out / "comparison.html").read_bytes() == (two_backends.reports / "comparison.html").read_bytes()
     assert "rendered" in (tmp_path / "report.log").read_text()
+
+
+def test_reported_run_with_corrupt_manifest(tmp_path):
+    """A declared run whose manifest is garbage is still reported, as invalid, under its run path."""
+    suite = "fixture3"
+    cfg = _config(suite, ["reference"])
+    ev = tmp_path / "results" / "evidence"
+    path = build_evidence(ev, manifest=_manifest(suite, "reference", "multi_turn"),
+                          run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
+    (path / "manifest.json").write_text("[1, 2")
+    summaries = [_summarize(tmp_path, suite, "reference", "multi_turn", path)]
+    inputs = {"summaries": summaries, "plans": _plans(tmp_path, cfg, suite)[:1], "suite": suite, "config": cfg}
+    reports = _render(tmp_path, inputs, "reports")
+    html = (reports / "comparison.html").read_text(encoding="utf-8")
+    assert "manifest_corrupt" in _section(html, "validation")
+    assert "taken from its path" in _section(html, "validation")
+    head = pd.read_csv(reports / "tables" / "headline.csv")
+    assert head[["workload", "backend", "valid"]].values.tolist() == [["multi_turn", "reference", False]]

@@ -191,3 +191,19 @@ def test_model_identity_rule_offline(tmp_path):
     rec = json.loads((good / "results" / "models" / "tiny.json").read_text())
     assert rec["revision"] == REV and rec["hf_home"] == str(hf_home.resolve())
     assert "model.safetensors" in rec["files"]
+
+
+def test_bench_snapshot_cli_offline(tmp_path, capsys):
+    """`bench snapshot` uses the pinned revision from config.yaml and never fetches when offline."""
+    from rl_pipeline_bench.cli import main
+    from rl_pipeline_bench.config import load_config
+
+    model = next(name for name, m in load_config()["models"].items() if m["source"] == "hub")
+    pinned = load_config()["models"][model]
+    rc = main(["snapshot", "--model", model, "--hf-cache", str(tmp_path), "--offline"])
+    assert rc == 1 and f"pinned revision {pinned['revision']}" in capsys.readouterr().err
+    make_hub_tree(tmp_path, pinned["repo_id"], pinned["revision"])
+    out = tmp_path / "rec.json"
+    assert main(["snapshot", "--model", model, "--hf-cache", str(tmp_path), "--offline", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["revision"] == pinned["revision"]
+    assert main(["snapshot", "--model", "no-such-model", "--offline"]) == 2

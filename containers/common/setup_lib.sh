@@ -47,6 +47,19 @@ require_uv() {
     [ "$have" = "$RL_BENCH_UV_VERSION" ] || say "note: uv $have differs from the pinned $RL_BENCH_UV_VERSION (recorded in the setup manifest)"
 }
 
+# The interpreter request for uv: the pinned version, or RL_BENCH_PYTHON (a path to
+# an interpreter of that same version, for hosts where uv cannot find one by itself).
+python_request() {
+    if [ -n "${RL_BENCH_PYTHON:-}" ]; then
+        local v
+        v=$("$RL_BENCH_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || die "RL_BENCH_PYTHON=$RL_BENCH_PYTHON does not run"
+        [ "$v" = "$RL_BENCH_PYTHON_VERSION" ] || die "RL_BENCH_PYTHON is Python $v, the pin is $RL_BENCH_PYTHON_VERSION"
+        echo "$RL_BENCH_PYTHON"
+    else
+        echo "$RL_BENCH_PYTHON_VERSION"
+    fi
+}
+
 # git checkout of a pinned commit, verified after checkout.
 checkout_pinned() {  # repo commit dest
     local repo=$1 commit=$2 dest=$3

@@ -34,9 +34,13 @@ def redact_value(value: str) -> str:
 
 
 def redacted_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Copy of the environment with credential-like variables replaced by a marker."""
+    """Copy of the environment with credential-like variables replaced by a marker.
+
+    Values of secret variables are also removed where they reappear inside other
+    variables (a token pasted into a command line, say).
+    """
     env = os.environ if env is None else env
-    return {k: (REDACTED if is_secret_name(k) else redact_value(v)) for k, v in sorted(env.items())}
+    return {k: (REDACTED if is_secret_name(k) else redact_text(v, env)) for k, v in sorted(env.items())}
 
 
 def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
@@ -48,8 +52,9 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     return redact_value(text)
 
 
-_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "nvidia-ml-py",
-             "openpipe-art", "skyrl", "vllm", "rl-pipeline-bench")
+_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "numpy", "nvidia-ml-py",
+             "huggingface-hub", "safetensors", "tokenizers", "docker",
+             "openpipe-art", "skyrl", "skyrl-train", "vllm", "megatron-core", "rl-pipeline-bench")
 
 
 def package_versions(names=_PACKAGES) -> dict[str, str | None]:
@@ -62,16 +67,64 @@ def package_versions(names=_PACKAGES) -> dict[str, str | None]:
     return out
 
 
+def os_release() -> str | None:
+    try:
+        return platform.freedesktop_os_release().get("PRETTY_NAME")
+    except OSError:
+        return None
+
+
+def nvidia_driver() -> dict[str, str | int | None]:
+    """Driver and CUDA driver API version through NVML; all None where there is no NVIDIA driver."""
+    out: dict[str, str | int | None] = {"driver_version": None, "cuda_driver_version": None, "nvml_error": None}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            drv = pynvml.nvmlSystemGetDriverVersion()
+            out["driver_version"] = drv.decode() if isinstance(drv, bytes) else drv
+            cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+            out["cuda_driver_version"] = f"{cuda // 1000}.{(cuda % 1000) // 10}"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # no driver / no library: record why, never fail a run over it
+        out["nvml_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def cuda_toolkit() -> dict[str, str | None]:
+    """The CUDA toolkit CUDA_HOME names (native runs compile against it), with its version file."""
+    home = os.environ.get("CUDA_HOME")
+    version = None
+    if home:
+        try:
+            import json
+
+            with open(os.path.join(home, "version.json")) as fh:
+                version = json.load(fh).get("cuda", {}).get("version")
+        except (OSError, ValueError):
+            version = None
+    return {"cuda_home": home, "toolkit_version": version}
+
+
 def host_info() -> dict:
-    """What machine and software a run executed on (no GPU probing: leases record GPUs)."""
+    """What machine and software a run executed on: OS, kernel, driver, CUDA, Python, packages.
+
+    GPUs themselves are recorded by the lease (index, UUID, name); this is the host.
+    """
     info = {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
+        "os": os_release(),
         "kernel": platform.release(),
         "machine": platform.machine(),
         "python": sys.version.split()[0],
+        "python_executable": sys.executable,
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
+        "nvidia": nvidia_driver(),
+        "cuda_toolkit": cuda_toolkit(),
     }
     try:
         import torch

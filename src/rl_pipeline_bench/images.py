@@ -13,6 +13,7 @@ Images are never pushed.
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import os
@@ -141,6 +142,7 @@ def build_image(
     started = time.monotonic()
     log(f"building {tag} from containers/{backend}/Dockerfile on {_docker_host()} (base {base}, recipe {recipe['sha256']})")
     image_id = None
+    tail: collections.deque[str] = collections.deque(maxlen=15)
     try:
         stream = client.api.build(
             fileobj=io.BytesIO(build_context(backend, root)), custom_context=True,
@@ -149,9 +151,11 @@ def build_image(
         )
         for chunk in stream:
             if "error" in chunk:
-                raise ImageError(f"build of {tag} failed: {chunk['error'].strip()}")
+                raise ImageError(f"build of {tag} failed: {chunk['error'].strip()}; last build output:\n" + "\n".join(tail))
             if chunk.get("stream"):
-                log(chunk["stream"].rstrip("\n"))
+                line = chunk["stream"].rstrip("\n")
+                tail.append(line)
+                log(line)
             aux = chunk.get("aux") or {}
             image_id = aux.get("ID", image_id)
     except (APIError, BuildError) as exc:

@@ -287,6 +287,13 @@ def _main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     show = sub.add_parser("show", help="print {source_sha256, recipe_sha256} for this tree")
     show.add_argument("--root", default=str(ROOT))
+    rec = sub.add_parser("recipe", help="write one backend's recipe record")
+    rec.add_argument("--root", default=str(ROOT))
+    rec.add_argument("--backend", required=True)
+    rec.add_argument("--output", required=True)
+    src = sub.add_parser("source", help="write the source record")
+    src.add_argument("--root", default=str(ROOT))
+    src.add_argument("--output", required=True)
     check = sub.add_parser("check", help="fail unless this tree has the expected hashes (used in image builds)")
     check.add_argument("--root", default=str(ROOT))
     check.add_argument("--backend", required=True)
@@ -302,6 +309,10 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "show":
             print(json.dumps({"source_sha256": source_manifest(args.root), "recipe_sha256": recipe_manifest(args.root)}, indent=2))
+        elif args.cmd in ("recipe", "source"):
+            record = recipe_record(args.backend, args.root) if args.cmd == "recipe" else source_record(args.root)
+            write_json_atomic(record, args.output)
+            print(f"wrote {args.output}: sha256 {record['sha256']} over {len(record['files'])} files")
         elif args.cmd == "check":
             problems = []
             recipe = recipe_record(args.backend, args.root)["sha256"]

@@ -69,12 +69,17 @@ def _read_json(path: Path | None) -> dict[str, Any] | None:
     return json.loads(Path(path).read_text())
 
 
-def _lease_gpus() -> list[dict] | None:
-    try:
-        from .leases import current_lease_gpus
-    except ImportError:
-        return None
-    return current_lease_gpus()
+def _lease_fields() -> dict[str, Any]:
+    """GPUs and GPU set of the lease this run executes under (None for CPU runs)."""
+    from .leases import current_lease, current_lease_gpus
+
+    record = current_lease()
+    if record is None:
+        return {"gpus": None, "lease": None}
+    return {
+        "gpus": current_lease_gpus(),
+        "lease": {k: record.get(k) for k in ("run_id", "gpu_set_index", "gpu_spec", "gpu_specs")},
+    }
 
 
 def offered_plan_for(config: dict, suite: Suite, workload: str, plan_path: Path | None = None) -> tuple[Any, pd.DataFrame]:
@@ -131,7 +136,7 @@ def execute_run(
         "device": suite["device"],
         "scale": suite["scale"],
         "seed": config["seed"],
-        "gpus": _lease_gpus(),
+        **_lease_fields(),
         "host": host_info(),
         "command": shlex.join(command or sys.argv),
         "env": dict(os.environ),

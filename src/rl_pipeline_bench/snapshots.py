@@ -259,3 +259,26 @@ def verify_binding(link: Path | str, record: Mapping[str, Any]) -> None:
     expected = Path(record["snapshot_path"]).resolve()
     if not link.is_symlink() or resolved != expected:
         raise SnapshotError(f"model link {link} resolves to {resolved}, not the pinned snapshot {expected}")
+
+
+def model_rule_params(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """Everything rule model_identity needs for one model, from the validated config.
+
+    Local models are built by workflow_scripts/build_reference_model.py from their build
+    config; hub models are resolved by workflow_scripts/resolve_hub_model.py.
+    """
+    models = config["models"]
+    if model not in models:
+        raise ValueError(f"unknown model '{model}' (known models: {', '.join(sorted(models))})")
+    m = models[model]
+    local = m["source"] == "local"
+    return {
+        "model": model,
+        "source": m["source"],
+        "repo_id": m["repo_id"],
+        "revision": m.get("revision"),
+        "build_config": m.get("build_config"),
+        "hf_home": config.get("hf_cache") or "results/models/hf_home",
+        "script": "build_reference_model.py" if local else "resolve_hub_model.py",
+        "inputs": [m["build_config"], "src/rl_pipeline_bench/reference_model.py"] if local else [],
+    }

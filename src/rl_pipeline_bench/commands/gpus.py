@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -10,7 +11,10 @@ from ..leases import LockDir, list_leases, resolve_lock_dir
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("gpus", help="list GPUs (index, UUID, memory, compute processes, lease)")
+    _add_arguments(subparsers.add_parser("gpus", help="list GPUs (index, UUID, memory, compute processes, lease)"))
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--lock-dir", help="lock directory whose records to show (default as for `bench lease`)")
     parser.set_defaults(func=cmd_gpus)
@@ -58,3 +62,15 @@ def cmd_gpus(args) -> int:
     for path in report["unreadable_records"]:
         print(f"warning: unreadable record {path} blocks every lease")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rl_pipeline_bench.commands.gpus`: the same as `bench gpus` without loading other commands."""
+    parser = argparse.ArgumentParser(prog="python -m rl_pipeline_bench.commands.gpus")
+    _add_arguments(parser)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

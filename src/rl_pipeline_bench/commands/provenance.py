@@ -70,15 +70,29 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from .. import images, provenance
+    """Everything a run must prove before a GPU lease: model snapshot, then image or native prefix."""
+    import os
 
+    from .. import images, provenance, snapshots
+
+    result: dict = {"backend": args.backend, "runtime": args.runtime}
     try:
-        checked = images.preflight(args.backend, args.root, record=args.record, verify_contents=not args.labels_only,
-                                   require_dependencies=not args.allow_provenance_only)
-    except (images.ImageError, provenance.ProvenanceError) as exc:
+        if args.model_record:
+            record = snapshots.load_record(args.model_record)
+            snapshots.verify_record(record)
+            result["model"] = {k: record[k] for k in ("model", "repo_id", "revision", "snapshot_path")}
+            result["model"]["files_verified"] = len(record["files"])
+        if args.runtime == "container":
+            result.update(images.container_identity(
+                args.backend, args.root, record=args.record, verify_contents=not args.labels_only,
+                require_dependencies=not args.allow_provenance_only))
+        else:
+            env_root = args.env_root or os.environ.get("RL_BENCH_ENV_ROOT")
+            result.update(provenance.native_identity(args.backend, env_root, args.root))
+    except (images.ImageError, provenance.ProvenanceError, snapshots.SnapshotError) as exc:
         print(f"bench preflight: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(checked, indent=2, sort_keys=True))
+    _emit(result, args.output)
     return 0
 
 
@@ -131,8 +145,12 @@ def register(subparsers) -> None:
     b.add_argument("--log", help="append the build log here instead of printing it")
     b.set_defaults(func=_build)
 
-    f = subparsers.add_parser("preflight", help="check a built image against the controller's recipe/source hashes")
+    f = subparsers.add_parser("preflight", help="before any GPU lease: verify the model snapshot and the image (or native prefix)")
     f.add_argument("--backend", required=True, choices=["reference", "art", "skyrl"])
+    f.add_argument("--runtime", choices=["container", "native"], default="container")
+    f.add_argument("--model-record", help="results/models/MODEL.json: re-hash its snapshot")
+    f.add_argument("--env-root", help="native prefix (default $RL_BENCH_ENV_ROOT; none: the current environment)")
+    f.add_argument("--output", help="write the preflight result here instead of printing it")
     f.add_argument("--root", **root_kw)
     f.add_argument("--record", help="image record (default results/images/BACKEND.json)")
     f.add_argument("--labels-only", action="store_true", help="compare labels only; do not recompute hashes inside the image")

@@ -12,14 +12,34 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from .acquire import DEFAULT_MEMORY_THRESHOLD_MIB, Lease, LeaseRefused, Refusal, choose_gpu_set
+from .acquire import (
+    DEFAULT_MEMORY_THRESHOLD_MIB,
+    Lease,
+    LeaseRefused,
+    Refusal,
+    choose_gpu_set,
+)
 from .admin import ClearRefused, clear_lease, list_leases
 from .spec import SpecError, parse_spec, resolve_spec
-from .store import LOCK_DIR_ENV, RECORD_SCHEMA, LockDir, LockDirError, default_lock_dir, resolve_lock_dir
-from .supervisor import EXIT_CLEANUP_UNCONFIRMED, EXIT_GATE_ABORTED, EXIT_REFUSED, RECORD_ENV, supervise
+from .store import (
+    LOCK_DIR_ENV,
+    RECORD_SCHEMA,
+    LockDir,
+    LockDirError,
+    default_lock_dir,
+    resolve_lock_dir,
+)
+from .supervisor import (
+    EXIT_CLEANUP_UNCONFIRMED,
+    EXIT_GATE_ABORTED,
+    EXIT_REFUSED,
+    RECORD_ENV,
+    supervise,
+)
 
 __all__ = [
     "ClearRefused", "DEFAULT_MEMORY_THRESHOLD_MIB", "EXIT_CLEANUP_UNCONFIRMED", "EXIT_GATE_ABORTED", "EXIT_REFUSED",

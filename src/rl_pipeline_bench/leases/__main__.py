@@ -10,7 +10,6 @@ import argparse
 import sys
 
 from ..commands.lease import add_lease_arguments
-from ..config import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +18,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
+    except ValueError as exc:
+        from ..config import (
+            ConfigError,  # lazy: config (jsonschema) is read only when no flag/env says it all
+        )
+
+        if not isinstance(exc, ConfigError):
+            raise
         print(f"bench lease: {exc}", file=sys.stderr)
         return 2
 

@@ -12,16 +12,26 @@ import contextlib
 import getpass
 import os
 import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..gpus import Gpu, InventoryError, query_inventory
 from ..hostinfo import redact_text
 from . import procs
 from .spec import SpecError, resolve_spec
-from .store import RECORD_SCHEMA, LockDir, LockDirError, RecordEntry, RegistryBusy, check_run_id, resolve_lock_dir, try_flock
+from .store import (
+    RECORD_SCHEMA,
+    LockDir,
+    LockDirError,
+    RecordEntry,
+    RegistryBusy,
+    check_run_id,
+    resolve_lock_dir,
+    try_flock,
+)
 
 DEFAULT_MEMORY_THRESHOLD_MIB = 1024
 
@@ -239,7 +249,7 @@ def _choose_locked(ld, specs, count, run_id, command, threshold, record_path, la
             ld.write_record(record_path, data, must_not_exist=True)
         except OSError as exc:
             _drop(ld, fds)
-            raise LeaseRefused([Refusal(label, f"cannot write the reservation record: {exc.strerror or exc}; nothing was reserved", unwritten)]) from None
+            raise LeaseRefused([Refusal(", ".join(g.describe() for g in devices), f"cannot write the reservation record: {exc.strerror or exc}; nothing was reserved", unwritten)]) from None
         return Lease(ld, record_path, data, devices, fds)
     raise LeaseRefused(problems)
 
@@ -247,7 +257,7 @@ def _choose_locked(ld, specs, count, run_id, command, threshold, record_path, la
 def _record(run_id, record_path, ld, command, specs, set_index, spec, count, devices, inv, threshold, skipped) -> dict[str, Any]:
     try:
         user = getpass.getuser()
-    except Exception:
+    except (KeyError, OSError):  # no passwd entry in some containers
         user = None
     return {
         "schema": RECORD_SCHEMA,

@@ -14,7 +14,14 @@ import socket
 from typing import Any
 
 from . import procs
-from .store import LockDir, LockDirError, RecordEntry, RegistryBusy, probe_held, try_flock
+from .store import (
+    LockDir,
+    LockDirError,
+    RecordEntry,
+    RegistryBusy,
+    probe_held,
+    try_flock,
+)
 
 
 class ClearRefused(Exception):

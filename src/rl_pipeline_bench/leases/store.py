@@ -26,9 +26,10 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 #: Environment variable that overrides the lock directory (after --lock-dir).
 LOCK_DIR_ENV = "RL_BENCH_LOCK_DIR"
@@ -49,7 +50,7 @@ def default_lock_dir() -> Path:
     """/tmp/rl-bench-locks-<user>: host-local (never on a shared home), one per host account."""
     try:
         user = getpass.getuser()
-    except Exception:  # no passwd entry in some containers
+    except (KeyError, OSError):  # no passwd entry in some containers
         user = str(os.getuid())
     return Path("/tmp") / f"rl-bench-locks-{user}"
 
@@ -152,11 +153,11 @@ class LockDir:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = os.lstat(self.path)
         except OSError as exc:
-            raise LockDirError(exc.errno, f"lock directory {self.path} cannot be created: {exc.strerror or exc}") from None
+            raise LockDirError(f"lock directory {self.path} cannot be created: {exc.strerror or exc}") from None
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            raise LockDirError(errno.ENOTDIR, f"lock directory {self.path} is not a plain directory")
+            raise LockDirError(f"lock directory {self.path} is not a plain directory")
         if st.st_uid != os.getuid():
-            raise LockDirError(errno.EPERM, f"lock directory {self.path} belongs to uid {st.st_uid}, not to this account (uid {os.getuid()})")
+            raise LockDirError(f"lock directory {self.path} belongs to uid {st.st_uid}, not to this account (uid {os.getuid()})")
 
     @contextlib.contextmanager
     def registry(self, timeout_s: float = 60.0, should_abort=lambda: False) -> Iterator[None]:
@@ -173,7 +174,7 @@ class LockDir:
         except OSError as exc:
             if isinstance(exc, RegistryBusy):
                 raise
-            raise LockDirError(exc.errno, f"lock directory {self.path} is not writable: cannot open {self.registry_path.name}: {exc.strerror or exc}") from None
+            raise LockDirError(f"lock directory {self.path} is not writable: cannot open {self.registry_path.name}: {exc.strerror or exc}") from None
         try:
             yield
         finally:

@@ -19,7 +19,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Sequence, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
 from . import procs
 from .acquire import Lease, LeaseRefused, choose_gpu_set, utc_now

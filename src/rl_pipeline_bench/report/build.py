@@ -18,8 +18,8 @@ import jinja2
 import pandas as pd
 
 from . import figures, tables
-from .files import write_output
 from .collect import OFFERED_QUANTITIES, ReportInputError, load_plans, load_runs, scan_attempts
+from .files import write_output
 
 log = logging.getLogger(__name__)
 
@@ -150,15 +150,79 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return [{k: _clean(v) for k, v in row.items()} for row in df.astype(object).to_dict("records")]
 
 
+def _suite_settings(config: dict | None, suite_name: str) -> dict | None:
+    if config is None:
+        return None
+    suites = config.get("suites") or {}
+    if suite_name not in suites:
+        raise ReportInputError(f"unknown suite '{suite_name}' (known suites: {', '.join(sorted(suites))})")
+    return suites[suite_name]
+
+
+def _write_figures(runs, plans, workloads, backends, figures_dir: Path) -> tuple[bytes | None, dict[str, bytes]]:
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    timeline = figures.timelines_png(runs, workloads, backends) if runs else None
+    if timeline is not None:
+        write_output(figures_dir / "timelines.png", timeline)
+    offered = {}
+    for w in workloads:
+        if w in plans:
+            offered[w] = figures.offered_png(plans[w], w)
+            write_output(figures_dir / f"offered_{_safe(w)}.png", offered[w])
+    return timeline, offered
+
+
+def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, workloads, backends,
+             tabs, timeline, offered_png) -> dict[str, Any]:
+    labels = dict(OFFERED_QUANTITIES)
+    offered = []
+    for w in workloads:
+        stats = _records(tabs["offered"][tabs["offered"]["workload"] == w])
+        for st in stats:
+            st["label"] = labels[st["quantity"]]
+        png = offered_png.get(w)
+        offered.append({"workload": w, "img": _data_uri(png) if png else None, "stats": stats})
+    run_rows = _records(tabs["runs"])
+    for row, r in zip(run_rows, runs):
+        row["reason_list"] = [str(x) for x in r.summary.get("reasons") or []]
+        row["report_problems"] = r.problems
+    finished = [str(f) for r in runs if (f := tables.get(r.summary, "provenance", "finished_at"))]
+    workload_cfg = (config or {}).get("workloads") or {}
+    return {
+        "suite": suite_name,
+        "suite_settings": suite_settings,
+        "description": (suite_settings or {}).get("description"),
+        "evidence_root": str(evidence_root),
+        "evidence_root_exists": evidence_root.is_dir(),
+        "evidence_until": max(finished) if finished else None,
+        "workloads": workloads,
+        "workload_desc": {w: (workload_cfg.get(w) or {}).get("description") for w in workloads},
+        "backends": backends,
+        "contract": contract_context(runs, suite_settings),
+        "headline": _records(tabs["headline"]),
+        "ratios": _records(tabs["ratios"]),
+        "runs": run_rows,
+        "provenance": provenance_context(run_rows),
+        "n_valid": sum(1 for r in runs if r.summary["valid"] is True),
+        "timeline_img": _data_uri(timeline) if timeline is not None else None,
+        "offered": offered,
+        "attempts": [a for a in attempts if a.failed_or_invalid],
+        "n_attempts": len(attempts),
+        "rate_columns": tables.RATE_COLUMNS,
+    }
+
+
 def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
                   suite_name: str, config: dict | None = None) -> None:
-    """Build the comparison report from summaries, offered plans and the evidence root."""
+    """Build the comparison report from summaries, offered plans and the evidence root.
+
+    `config` (the validated config dict) supplies the suite's description, its
+    configured contract and the backend/workload order; the first backend listed is
+    the baseline of the ratios. Without it, backends keep the order of the summaries.
+    """
     t0 = time.monotonic()
     evidence_root = Path(evidence_root)
-    suite_settings = ((config or {}).get("suites") or {}).get(suite_name)
-    if config is not None and suite_settings is None:
-        known = ", ".join(sorted((config.get("suites") or {})))
-        raise ReportInputError(f"unknown suite '{suite_name}' (known suites: {known})")
+    suite_settings = _suite_settings(config, suite_name)
 
     runs = load_runs(list(summary_paths), evidence_root)
     for r in runs:
@@ -168,10 +232,10 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
     plans = load_plans(list(plan_paths))
     attempts = scan_attempts(evidence_root, {str(r.summary["run_id"]) for r in runs})
 
-    cfg_workloads = list((suite_settings or {}).get("workloads") or [])
-    cfg_backends = list((suite_settings or {}).get("backends") or [])
-    workloads = _order(cfg_workloads, sorted({r.key[0] for r in runs} | set(plans)))
-    backends = _order(cfg_backends, list(dict.fromkeys(r.key[1] for r in runs)))
+    workloads = _order(list((suite_settings or {}).get("workloads") or []),
+                       sorted({r.key[0] for r in runs} | set(plans)))
+    backends = _order(list((suite_settings or {}).get("backends") or []),
+                      list(dict.fromkeys(r.key[1] for r in runs)))
     rank_w = {w: i for i, w in enumerate(workloads)}
     rank_b = {b: i for i, b in enumerate(backends)}
     runs.sort(key=lambda r: (rank_w[r.key[0]], rank_b[r.key[1]], r.key[2]))
@@ -187,54 +251,10 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
         "updates": tables.updates_table(runs),
     }
     tables.write_tables(tabs, Path(tables_dir))
+    timeline, offered_png = _write_figures(runs, plans, workloads, backends, Path(figures_dir))
 
-    figures_dir = Path(figures_dir)
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    timeline = figures.timelines_png(runs, workloads, backends) if runs else None
-    if timeline is not None:
-        write_output(figures_dir / "timelines.png", timeline)
-    offered = []
-    offered_rows = tabs["offered"]
-    for w in workloads:
-        if w not in plans:
-            offered.append({"workload": w, "img": None, "stats": []})
-            continue
-        png = figures.offered_png(plans[w], w)
-        write_output(figures_dir / f"offered_{_safe(w)}.png", png)
-        labels = dict(OFFERED_QUANTITIES)
-        stats = _records(offered_rows[offered_rows["workload"] == w])
-        for s in stats:
-            s["label"] = labels[s["quantity"]]
-        offered.append({"workload": w, "img": _data_uri(png), "stats": stats})
-
-    run_rows = _records(tabs["runs"])
-    for row, r in zip(run_rows, runs):
-        row["reason_list"] = [str(x) for x in r.summary.get("reasons") or []]
-        row["report_problems"] = r.problems
-    finished = [str(get) for r in runs if (get := tables.get(r.summary, "provenance", "finished_at"))]
-    cfg_workload_desc = {w: ((config or {}).get("workloads") or {}).get(w, {}).get("description")
-                         for w in workloads}
-    context = {
-        "suite": suite_name,
-        "suite_settings": suite_settings,
-        "description": (suite_settings or {}).get("description"),
-        "evidence_root": str(evidence_root),
-        "evidence_until": max(finished) if finished else None,
-        "workloads": workloads,
-        "workload_desc": cfg_workload_desc,
-        "backends": backends,
-        "contract": contract_context(runs, suite_settings),
-        "headline": _records(headline),
-        "ratios": _records(tabs["ratios"]),
-        "runs": run_rows,
-        "provenance": provenance_context(run_rows),
-        "n_valid": sum(1 for r in runs if r.summary["valid"] is True),
-        "timeline_img": _data_uri(timeline) if timeline is not None else None,
-        "offered": offered,
-        "attempts": [a for a in attempts if a.failed_or_invalid],
-        "n_attempts": len(attempts),
-        "rate_columns": tables.RATE_COLUMNS,
-    }
+    context = _context(suite_name, suite_settings, config, evidence_root, runs, attempts, workloads, backends,
+                       tabs, timeline, offered_png)
     html = _env().get_template("comparison.html.j2").render(**context)
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ summaries, and a broken evidence directory becomes a listed attempt, never a cra
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,12 +105,31 @@ def resolve_evidence_dir(summary: dict[str, Any], evidence_root: Path) -> Path |
     return None
 
 
+_RUN_PATH = re.compile(r"(?P<backend>[^/]+)/(?P<workload>[^/]+)/trial(?P<trial>\d+)/[^/]+$")
+
+
+def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[str]) -> None:
+    """A run whose manifest is unreadable has no backend/workload/trial in its summary;
+    the declared run path results/runs/{suite}/{backend}/{workload}/trial{n}/ still says them."""
+    missing = [k for k in ("backend", "workload", "trial") if summary.get(k) is None]
+    if not missing:
+        return
+    m = _RUN_PATH.search(summary_path.as_posix())
+    if m is None:
+        raise ReportInputError(f"summary {summary_path} has no {'/'.join(missing)} and its path does not name them "
+                               "(expected .../{backend}/{workload}/trial{n}/summary.json)")
+    for k in missing:
+        summary[k] = int(m["trial"]) if k == "trial" else m[k]
+    problems.append(f"summary lacks {'/'.join(missing)} (unreadable manifest); taken from its path")
+
+
 def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
     from ..evidence import read_evidence
 
     summary = load_summary(summary_path)
-    evidence_dir = resolve_evidence_dir(summary, evidence_root)
     problems: list[str] = []
+    _fill_identity(summary, Path(summary_path), problems)
+    evidence_dir = resolve_evidence_dir(summary, evidence_root)
     updates = None
     if evidence_dir is None:
         problems.append(f"evidence directory of run {summary['run_id']} not found under {evidence_root}; no timeline")

@@ -44,7 +44,7 @@ def timelines_png(runs: list[Run], workloads: list[str], backends: list[str]) ->
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         # fixed margins in inches: constrained layout costs seconds per render
         fig.subplots_adjust(left=0.7 / 11, right=1 - 0.2 / 11, bottom=0.55 / height, top=1 - 0.3 / height,
-                            wspace=0.18, hspace=0.85 / 3.3)
+                            wspace=0.18, hspace=0.42)
         for ax, w in zip(axes, workloads):
             cell = [r for r in runs if r.key[0] == w]
             shaded = False

@@ -14,8 +14,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .files import write_output
 from .collect import OFFERED_QUANTITIES, Attempt, Run, offered_lengths
+from .files import write_output
 
 FLOAT_FORMAT = "%.6f"
 

@@ -1,0 +1,65 @@
+"""Time the newcomer's path: fresh clone -> rendered smoke report, then a report rebuild.
+
+Targets (issue 2): fresh clone to report <= 300 s on a 2-core machine (model build
+included, install excluded: it reuses this environment), and rebuilding
+reports/comparison.html from existing evidence <= 10 s. Prints the figures; exits 1
+if a target is missed so it can gate a release, but it is not part of the tests.
+
+    uv run python benchmarks/bench_smoke.py [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_PIPELINE_S = 300.0
+TARGET_REBUILD_S = 10.0
+
+
+def snakemake(workdir: Path, *args: str) -> float:
+    env = dict(os.environ, RL_BENCH_ROOT=str(workdir))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, default=None, help="clone here and keep it (default: a temp dir)")
+    args = parser.parse_args()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="rl-bench-smoke-"))
+    workdir = base / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--local", str(ROOT), str(workdir)], check=True)
+    print(f"fresh clone of {ROOT} (HEAD) at {workdir}; cores={os.cpu_count()}", flush=True)
+
+    pipeline_s = snakemake(workdir, "reports/comparison.html")
+    print(f"fresh clone -> reports/comparison.html (smoke suite): {pipeline_s:.1f} s (target <= {TARGET_PIPELINE_S:.0f} s)")
+
+    shutil.rmtree(workdir / "reports")
+    rebuild_s = snakemake(workdir, "reports/comparison.html")
+    print(f"rebuild reports/comparison.html from existing evidence: {rebuild_s:.1f} s (target <= {TARGET_REBUILD_S:.0f} s)")
+
+    with open(workdir / "reports/tables/headline.csv", newline="") as fh:
+        for row in csv.reader(fh):
+            print("  headline.csv:", ",".join(row))
+    if args.keep is None:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0 if pipeline_s <= TARGET_PIPELINE_S and rebuild_s <= TARGET_REBUILD_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The reference backend's asynchronous pipeline: one rollout thread, one trainer thread.
+
+The rollout thread generates the plan's groups in (update, group) order on its own
+policy copy, at most `max_policy_age` versions ahead of the trainer. The trainer thread
+trains update u once all of u's groups are generated, publishes the adapter in flight
+(between rollout calls), and records the update. Evidence goes only through ctx.writer.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...snapshots import SnapshotError, verify_record
+from . import policy
+from .policy import ReferenceBackendError
+from .rollout import GroupResult, PolicyBoard, RolloutWorker, Stopped, banned_token_mask
+from .trainer import REWARD_DESCRIPTION, Trainer
+
+PLAN_COLUMNS = ("update", "group", "trajectory", "call", "forced_completion_tokens")
+
+
+def _snapshot_path(model: dict[str, Any]) -> Path:
+    """The snapshot directory of the identity record, verified file by file when hashes are recorded."""
+    raw = (model or {}).get("snapshot_path")
+    if not raw:
+        raise ReferenceBackendError("the model identity record has no snapshot_path")
+    path = Path(raw)
+    if not path.is_dir():
+        raise ReferenceBackendError(f"model snapshot {path} does not exist (rebuild results/models/{model.get('model', 'MODEL')}.json)")
+    if not (path / "config.json").is_file():
+        raise ReferenceBackendError(f"model snapshot {path} has no config.json")
+    if model.get("files") and model.get("hf_home") and model.get("repo_id") and model.get("revision"):
+        try:
+            verify_record(model)
+        except SnapshotError as exc:
+            raise ReferenceBackendError(f"model snapshot does not match its identity record: {exc}") from exc
+    return path
+
+
+def _check_plan(plan) -> dict[int, list[int]]:
+    missing = [c for c in PLAN_COLUMNS if c not in plan.columns]
+    if missing:
+        raise ReferenceBackendError(f"offered plan lacks columns {missing}")
+    if plan.empty:
+        raise ReferenceBackendError("offered plan is empty")
+    updates = sorted(int(u) for u in plan["update"].unique())
+    if updates != list(range(1, len(updates) + 1)):
+        raise ReferenceBackendError(f"offered plan updates are not 1..N: {updates[:10]}")
+    return {u: sorted(int(g) for g in plan.loc[plan["update"] == u, "group"].unique()) for u in updates}
+
+
+def _offered(plan) -> dict[int, int]:
+    per = plan.groupby("update")[["group", "trajectory"]].apply(lambda d: len(d.drop_duplicates()))
+    return {int(u): int(n) for u, n in per.items()}
+
+
+def run(ctx) -> None:
+    """Run the whole plan of ctx on the reference pipeline; raises on any failure."""
+    ref = ctx.config["reference"]
+    torch.set_num_threads(int(ref["torch_threads"]))
+    snapshot = _snapshot_path(ctx.model)
+    expected = _check_plan(ctx.plan)
+    rollout_dev, trainer_dev = policy.pick_devices(ctx.device)
+    log = ctx.log
+    log.info("reference backend: snapshot %s, rollout on %s, trainer on %s, torch threads %d",
+             snapshot, rollout_dev, trainer_dev, torch.get_num_threads())
+
+    tokenizer = policy.load_tokenizer(snapshot)
+    torch.manual_seed(int(ctx.config.get("seed", 0)))  # LoRA init (A random, B zero) is reproducible
+    trainer_base = policy.load_base_model(snapshot, trainer_dev)
+    lora = policy.plan_lora(trainer_base, ref["lora_rank"], ref["lora_alpha"])
+    trainer_model = policy.apply_lora(trainer_base, lora)
+    rollout_model = policy.apply_lora(policy.load_base_model(snapshot, rollout_dev), lora).eval()
+    trainer_params = policy.adapter_parameters(trainer_model)
+    rollout_params = policy.adapter_parameters(rollout_model)
+    for p in rollout_params.values():
+        p.requires_grad_(False)
+    policy.copy_adapter(trainer_params, rollout_params)  # version 0 on both sides
+    vocab_size = int(trainer_model.get_base_model().config.vocab_size)
+    expert_names = policy.expert_adapter_names(trainer_params)
+    lora_record = lora.manifest() | {
+        "adapter_tensors": len(trainer_params),
+        "adapter_parameters": int(sum(p.numel() for p in trainer_params.values())),
+        "expert_adapter_tensors": len(expert_names),
+    }
+    ctx.writer.update_manifest(
+        lora=lora_record,
+        reference={
+            "rollout_device": str(rollout_dev), "trainer_device": str(trainer_dev),
+            "torch_threads": torch.get_num_threads(), "max_policy_age": ref["max_policy_age"],
+            "learning_rate": ref["learning_rate"], "reward": REWARD_DESCRIPTION,
+            "sampling": "temperature 1, special tokens masked, exactly forced tokens, per-call seeded generator",
+            "dtype": "float32",
+        },
+    )
+
+    def first_step(params) -> None:
+        grads = [params[n].grad for n in expert_names]
+        seen = any(g is not None and bool(g.abs().sum() > 0) for g in grads)
+        ctx.writer.update_manifest(lora=lora_record | {"expert_adapters_receive_gradients": seen if expert_names else None})
+        log.info("LoRA: %d adapter tensors (%d on experts, gradients reach them: %s)",
+                 len(params), len(expert_names), seen if expert_names else "n/a")
+
+    board = PolicyBoard()
+    channel: "queue.Queue[GroupResult]" = queue.Queue()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rollout = RolloutWorker(
+        model=rollout_model, tokenizer=tokenizer, plan=ctx.plan, board=board, out=channel,
+        banned=banned_token_mask(tokenizer, vocab_size, rollout_dev), clock=ctx.writer.clock,
+        workload=ctx.workload, seed=int(ctx.config.get("seed", 0)), max_policy_age=ref["max_policy_age"], log=log,
+    )
+    trainer = Trainer(
+        model=trainer_model, params=trainer_params,
+        publish=lambda: board.publish(lambda: policy.copy_adapter(trainer_params, rollout_params)),
+        board=board, inbox=channel, expected_groups=expected,
+        banned=banned_token_mask(tokenizer, vocab_size, trainer_dev), pad_id=pad_id, vocab_size=vocab_size,
+        learning_rate=ref["learning_rate"], max_policy_age=ref["max_policy_age"], writer=ctx.writer, log=log,
+        offered_per_update=_offered(ctx.plan), on_first_step=first_step,
+    )
+    errors: list[BaseException] = []
+
+    def guarded(fn):
+        def target():
+            try:
+                fn()
+            except Stopped:
+                pass
+            except BaseException as exc:  # handed to the main thread, which re-raises it
+                errors.append(exc)
+                log.error("%s failed: %r", threading.current_thread().name, exc)
+                board.halt()
+        return target
+
+    threads = [threading.Thread(target=guarded(rollout.run), name="rollout", daemon=True),
+               threading.Thread(target=guarded(trainer.run), name="trainer", daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+    except BaseException:
+        board.halt()
+        for t in threads:
+            t.join(timeout=30)
+        _record_unconsumed(ctx, rollout, channel)
+        raise
+    if errors:
+        _record_unconsumed(ctx, rollout, channel)
+        raise errors[0]
+    ctx.writer.flush()
+
+
+def _record_unconsumed(ctx, rollout: RolloutWorker, channel: "queue.Queue[GroupResult]") -> None:
+    """Calls that were generated but never trained on still go into the evidence, as not accepted."""
+    rows = []
+    while True:
+        try:
+            rows += channel.get_nowait().call_rows(False)
+        except queue.Empty:
+            break
+    if rollout.partial is not None:
+        rows += rollout.partial.call_rows(False)
+    if rows and not ctx.writer.finished:
+        ctx.writer.add_calls(rows)
+        ctx.log.info("recorded %d generated but untrained calls as not accepted", len(rows))
+

@@ -1,0 +1,166 @@
+"""SkyRL native configuration built from a suite: pure data, no SkyRL import needed.
+
+`build_skyrl_config` returns the nested mapping of SkyRL's typed config
+(`skyrl.train.config.SkyRLTrainConfig`): fully asynchronous trainer, Megatron
+TP1 CP1 EP2 DP2 on two training GPUs, two single-GPU vLLM engines, per-expert
+LoRA, chat-template kwargs. `to_cli_overrides` flattens it into SkyRL's own
+`key.path=value` override form. The tests build the real config class from both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+from ...config import Suite
+from ...rollout import CHAT_TEMPLATE_KWARGS
+from ...topology import (
+    ART_MAX_SEQ_LENGTH,
+    LORA_ALPHA,
+    SKYRL_STALENESS,
+    SKYRL_TOPOLOGY,
+    lora_rank,
+    skyrl_batch,
+    skyrl_workers,
+)
+
+#: env_class written into the prompt dataset; the driver's generator ignores it.
+ENV_CLASS = "rl_bench_plan"
+
+
+def build_skyrl_config(
+    config: dict[str, Any],
+    suite: Suite,
+    *,
+    spec: Any = None,
+    n_updates: int | None = None,
+    model_path: str | Path = "Qwen/Qwen3.5-35B-A3B",
+    data_path: str | Path = "plan_prompts.jsonl",
+    run_dir: str | Path = ".",
+    run_name: str = "rl-bench",
+    max_completion_tokens: int = 4096,
+) -> dict[str, Any]:
+    """Nested SkyRLTrainConfig values for this suite (only keys the contract sets)."""
+    contract = suite.contract
+    n = int(n_updates if n_updates is not None else contract["warmup_updates"] + contract["measured_updates"])
+    batch, workers = skyrl_batch(suite), skyrl_workers(suite)
+    group_size = int(getattr(spec, "group_size", 4) if spec is not None else 4)
+    new_calls = int(getattr(spec, "new_calls", 1) if spec is not None else 1)
+    run_dir = Path(run_dir)
+    topo = SKYRL_TOPOLOGY
+    return {
+        "data": {"train_data": [str(data_path)], "val_data": [], "dataloader": {"num_workers": 0}},
+        "trainer": {
+            "strategy": "megatron",
+            "placement": {
+                "colocate_all": False,
+                "colocate_policy_ref": False,
+                "policy_num_nodes": 1,
+                "policy_num_gpus_per_node": topo.train_gpus,
+            },
+            "policy": {
+                "model": {
+                    "path": str(model_path),
+                    "lora": {"rank": lora_rank(suite), "alpha": LORA_ALPHA, "target_modules": "all-linear"},
+                },
+                "megatron_config": {
+                    "tensor_model_parallel_size": topo.tp,
+                    "context_parallel_size": topo.cp,
+                    "expert_model_parallel_size": topo.ep,
+                    "pipeline_model_parallel_size": topo.pp,
+                    "lora_config": {"lora_type": "lora"},
+                },
+            },
+            "algorithm": {
+                # Fully async trains on rollout logprobs; stale policies are not kept.
+                "policy_loss_type": "rollout_is",
+                "use_kl_loss": False,
+                "max_seq_len": ART_MAX_SEQ_LENGTH,
+            },
+            "fully_async": {
+                "enabled": True,
+                "max_staleness_steps": SKYRL_STALENESS,
+                "num_parallel_generation_workers": workers,
+            },
+            "train_batch_size": batch,
+            "policy_mini_batch_size": batch,
+            "epochs": 1,
+            "max_training_steps": n,
+            "eval_interval": -1,
+            "eval_before_train": False,
+            "ckpt_interval": -1,
+            "hf_save_interval": -1,
+            "resume_mode": "none",
+            "max_prompt_length": ART_MAX_SEQ_LENGTH,
+            "logger": "console",
+            "project_name": "rl-pipeline-bench",
+            "run_name": run_name,
+            "log_path": str(run_dir / "logs"),
+            "ckpt_path": str(run_dir / "ckpts"),
+            "export_path": str(run_dir / "exports"),
+        },
+        "generator": {
+            "n_samples_per_prompt": group_size,
+            "batched": False,
+            "max_turns": new_calls,
+            "chat_template_kwargs": dict(CHAT_TEMPLATE_KWARGS),
+            "sampling_params": {"max_generate_length": int(max_completion_tokens), "logprobs": 1},
+            "inference_engine": {
+                "backend": "vllm",
+                "num_engines": topo.inference_gpus,
+                "tensor_parallel_size": 1,
+                "model_dtype": "bfloat16",
+            },
+        },
+        "environment": {"env_class": ENV_CLASS},
+    }
+
+
+def _cli_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)  # JSON is YAML flow syntax, which OmegaConf's CLI parser reads
+    return str(value)
+
+
+def to_cli_overrides(nested: dict[str, Any], prefix: str = "") -> list[str]:
+    """Flatten to SkyRL's `a.b.c=value` overrides (lists and free-form dicts stay whole)."""
+    out: list[str] = []
+    for key, value in nested.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and value and key not in ("chat_template_kwargs",):
+            out += to_cli_overrides(value, path)
+        else:
+            out.append(f"{path}={_cli_value(value)}")
+    return out
+
+
+def check_dataclass_types(obj: Any, path: str = "") -> list[str]:
+    """Validate every field of a (nested) config dataclass against its annotation.
+
+    SkyRL's builder rejects unknown keys but passes values through untyped; this
+    catches a string where the class declares an int, and so on.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    problems: list[str] = []
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        where = f"{path}.{f.name}" if path else f.name
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            problems += check_dataclass_types(value, where)
+            continue
+        try:
+            TypeAdapter(hints[f.name]).validate_python(value, strict=True)
+        except ValidationError as exc:
+            problems.append(f"{where}: {exc.errors()[0]['msg']} (annotation {hints[f.name]}, value {value!r})")
+        except Exception:  # annotations pydantic cannot build a schema for are not checked
+            continue
+    return problems

@@ -1,0 +1,143 @@
+"""Test fixtures shared by the rollout and framework tests (labelled fixtures, not results).
+
+- `wordlevel_tokenizer()`: a tiny WordLevel tokenizer with a Qwen-style chat
+  template, built in-process with the `tokenizers` library.
+- `FakeChatServer`: a loopback HTTP server speaking the slice of vLLM's
+  OpenAI-compatible chat API the drivers use. It honours `max_tokens` (or
+  returns `short_by` fewer tokens, to exercise the length check), records every
+  request body, and returns vLLM's `prompt_token_ids` / choice `token_ids` and
+  logprobs when asked. It stands in for vLLM, which cannot run here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+CHAT_TEMPLATE = r"""{%- for m in messages -%}
+{%- if m.role == 'tool' -%}
+{{- '<|im_start|>user\n<tool_response>\n' + m.content + '\n</tool_response><|im_end|>\n' -}}
+{%- elif m.role == 'assistant' and preserve_thinking is defined and preserve_thinking -%}
+{{- '<|im_start|>assistant\n<think>\n\n</think>\n\n' + m.content + '<|im_end|>\n' -}}
+{%- else -%}
+{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{- '<|im_start|>assistant\n' -}}
+{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}
+{%- endif -%}"""
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+WORDS = ["".join(p) for p in itertools.product("bdgklmnprst", "aeiou", "bdgklmnprst")][:400]
+
+
+def wordlevel_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {t: i for i, t in enumerate(["[UNK]", *SPECIAL, "system", "user", "assistant", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(SPECIAL)
+    t = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="<|im_end|>",
+                                pad_token="<|endoftext|>")
+    t.chat_template = CHAT_TEMPLATE
+    return t
+
+
+def small_plan_rows(new_calls: int = 3, forced=(3, 5, 2), group_size: int = 2):
+    """Plan rows (interface columns) for one group: `group_size` trajectories of `new_calls` calls."""
+    rows = []
+    for traj in range(group_size):
+        for call in range(new_calls):
+            rows.append({
+                "workload": "multi_turn", "update": 1, "group": 0, "trajectory": traj, "call": call,
+                "prompt_tokens": 6, "tool_schema_tokens": 4,
+                "history_completion_tokens": [2], "history_observation_tokens": [3],
+                "forced_completion_tokens": int(forced[call % len(forced)]),
+                "tool_observation_tokens": 4 if call < new_calls - 1 else 0, "salt": "",
+            })
+    return rows
+
+
+class FakeChatServer:
+    """Loopback stand-in for vLLM's /v1/chat/completions (see the module docstring)."""
+
+    def __init__(self, tokenizer, short_by: int = 0):
+        self.tokenizer = tokenizer
+        self.short_by = short_by
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                payload = json.dumps(server.respond(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def respond(self, body: dict) -> dict:
+        n = max(0, int(body["max_tokens"]) - self.short_by)
+        words = [WORDS[(len(self.requests) * 7 + i) % len(WORDS)] for i in range(n)]
+        text = " ".join(words)
+        choice = {"index": 0, "finish_reason": "length",
+                  "message": {"role": "assistant", "content": text}}
+        out = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0,
+               "model": body["model"], "choices": [choice],
+               "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n}}
+        if body.get("return_token_ids"):
+            kwargs = body.get("chat_template_kwargs") or {}
+            prompt = self.tokenizer.apply_chat_template(body["messages"], tokenize=True,
+                                                        add_generation_prompt=True, return_dict=False, **kwargs)
+            out["prompt_token_ids"] = list(prompt)
+            choice["token_ids"] = self.tokenizer.convert_tokens_to_ids(words)
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": [{"token": w, "logprob": -0.5, "bytes": None, "top_logprobs": []}
+                                              for w in words]}
+        return out
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def require(module: str):
+    """Import a framework package, or skip the module outside the framework venv.
+
+    With RL_BENCH_REQUIRE_FRAMEWORKS=1 (set where the framework venv runs these
+    tests) a missing package is an error, never a skip.
+    """
+    import importlib
+    import os
+
+    import pytest
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get("RL_BENCH_REQUIRE_FRAMEWORKS") == "1":
+            raise
+        pytest.skip(f"{module} is not installed in this environment; these tests run in the framework venv "
+                    "built by .ci/setup_frameworks.sh (tests/frameworks/test_in_framework_env.py)",
+                    allow_module_level=True)

@@ -1,0 +1,148 @@
+"""The whole pipeline on the smoke suite, in a scratch copy of the repository.
+
+This is the newcomer's first command, run for real: tiny model build, four plans,
+four reference runs on CPU, summaries and the report. It also checks the promises
+around it: evidence is kept, the report rebuilds from evidence alone without
+re-running a benchmark, and a deleted run.json is the only way to re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rl_pipeline_bench.paths import ROOT
+
+WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
+_SKIP = shutil.ignore_patterns(".venv", ".git", "results", "reports", "logs", ".snakemake", "__pycache__",
+                               ".pytest_cache", ".whl", ".gl", ".scratch", ".venv-*")
+
+
+def _snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RL_BENCH_ROOT=str(workdir), PYTHONUNBUFFERED="1")
+    # `bench` must be on PATH for shell rules; it sits next to this interpreter.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args],
+                          cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        print(proc.stdout[-6000:], proc.stderr[-6000:])
+    return proc
+
+
+@pytest.fixture(scope="module")
+def smoke_workdir(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("pipeline") / "repo"
+    shutil.copytree(ROOT, workdir, ignore=_SKIP, symlinks=True)
+    proc = _snakemake(workdir, "reports/comparison.html")
+    assert proc.returncode == 0, "smoke pipeline failed"
+    return workdir
+
+
+def _run_dirs(workdir: Path) -> list[Path]:
+    return sorted((workdir / "results" / "evidence").iterdir())
+
+
+def test_smoke_pipeline_produces_valid_runs_and_report(smoke_workdir):
+    for w in WORKLOADS:
+        summary = json.loads((smoke_workdir / f"results/runs/smoke/reference/{w}/trial1/summary.json").read_text())
+        assert summary["valid"], (w, summary["reasons"])
+        assert summary["e2e"]["headline"]["trajectories_per_s"] > 0
+        assert summary["e2e"]["headline"]["first_update"] == 16 and summary["e2e"]["headline"]["last_update"] == 20
+        assert summary["trainer"]["headline"]["assistant_tokens_per_s"] > 0
+        run = json.loads((smoke_workdir / f"results/runs/smoke/reference/{w}/trial1/run.json").read_text())
+        evidence = smoke_workdir / run["evidence_dir"]
+        manifest = json.loads((evidence / "manifest.json").read_text())
+        assert manifest["status"] == "completed" and manifest["workload"] == w
+        assert manifest["model"]["revision"] and len(manifest["model"]["revision"]) == 40
+        assert manifest["source_sha256"] and manifest["recipe_sha256"]
+        calls = pd.read_parquet(evidence / "calls.parquet")
+        assert (calls["completion_tokens"] == calls["forced_completion_tokens"]).all()
+    html = (smoke_workdir / "reports/comparison.html").read_text()
+    assert "smoke" in html and all(w in html for w in WORKLOADS)
+    headline = pd.read_csv(smoke_workdir / "reports/tables/headline.csv")
+    assert len(headline) == len(WORKLOADS)
+
+
+def test_plans_are_the_offered_work_for_every_backend(smoke_workdir):
+    from rl_pipeline_bench import workloads as wl
+    from rl_pipeline_bench.config import load_config
+
+    config = load_config(smoke_workdir / "config.yaml")
+    for w in WORKLOADS:
+        stored = wl.read_plan(smoke_workdir / f"results/workloads/smoke/{w}.parquet")
+        spec, fresh, _ = wl.suite_plan(config, w, suite="smoke")
+        pd.testing.assert_frame_equal(stored, fresh)
+
+
+def test_report_rebuilds_from_evidence_without_rerunning(smoke_workdir):
+    before = _run_dirs(smoke_workdir)
+    tables = {p.name: p.read_bytes() for p in (smoke_workdir / "reports/tables").glob("*.csv")}
+    shutil.rmtree(smoke_workdir / "reports")
+    proc = _snakemake(smoke_workdir, "reports/comparison.html")
+    assert proc.returncode == 0
+    assert "render_report" in _jobs(proc) and "run_benchmark" not in _jobs(proc)
+    assert _run_dirs(smoke_workdir) == before, "a report target must never re-run a benchmark"
+    rebuilt = {p.name: p.read_bytes() for p in (smoke_workdir / "reports/tables").glob("*.csv")}
+    assert rebuilt == tables
+
+
+def _jobs(proc: subprocess.CompletedProcess) -> str:
+    """The rule names Snakemake scheduled, from its job-stats table."""
+    text = proc.stdout + proc.stderr
+    return text.split("Job stats:", 1)[1].split("Select jobs", 1)[0] if "Job stats:" in text else ""
+
+
+def test_touching_inputs_does_not_rerun_benchmarks(smoke_workdir):
+    before = _run_dirs(smoke_workdir)
+    for plan in (smoke_workdir / "results/workloads/smoke").glob("*.parquet"):
+        plan.touch()
+    (smoke_workdir / "src/rl_pipeline_bench/config.py").touch()  # source.json is remade; runs are not
+    proc = _snakemake(smoke_workdir, "-n", "reports/comparison.html")
+    assert proc.returncode == 0
+    assert "run_benchmark" not in _jobs(proc)
+    assert _run_dirs(smoke_workdir) == before
+
+
+def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
+    before = _run_dirs(smoke_workdir)
+    run_json = smoke_workdir / "results/runs/smoke/reference/multi_turn/trial1/run.json"
+    old = json.loads(run_json.read_text())
+    run_json.unlink()
+    proc = _snakemake(smoke_workdir, "reports/comparison.html")
+    assert proc.returncode == 0
+    after = _run_dirs(smoke_workdir)
+    assert set(before) < set(after) and len(after) == len(before) + 1
+    new = json.loads(run_json.read_text())
+    assert new["run_id"] != old["run_id"]
+    assert (smoke_workdir / old["evidence_dir"] / "manifest.json").exists()
+
+
+def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
+    """A run that fails (here: its model snapshot vanished) leaves failed evidence; the report lists it."""
+    record = json.loads((smoke_workdir / "results/models/reference-tiny-qwen3moe.json").read_text())
+    broken = dict(record, snapshot_path=str(smoke_workdir / "no-such-snapshot"))
+    broken_record = smoke_workdir / "broken-model.json"
+    broken_record.write_text(json.dumps(broken))
+    env = dict(os.environ, RL_BENCH_ROOT=str(smoke_workdir))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "multi_turn",
+         "--config", str(smoke_workdir / "config.yaml"), "--model-record", str(broken_record),
+         "--evidence-root", str(smoke_workdir / "results/evidence")],
+        cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1
+    failed = [d for d in _run_dirs(smoke_workdir)
+              if json.loads((d / "manifest.json").read_text())["status"] == "failed"]
+    assert len(failed) == 1
+    assert json.loads((failed[0] / "manifest.json").read_text())["error"]
+    proc = _snakemake(smoke_workdir, "--forcerun", "render_report", "reports/comparison.html")
+    assert proc.returncode == 0
+    attempts = pd.read_csv(smoke_workdir / "reports/tables/attempts.csv")
+    assert failed[0].name in set(attempts.astype(str).stack())

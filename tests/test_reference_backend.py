@@ -1,0 +1,204 @@
+"""The embedded reference backend on CPU: forced lengths, staleness, evidence v1 from a short real run."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from rl_pipeline_bench import workloads as wl
+from rl_pipeline_bench.backends import reference
+from rl_pipeline_bench.backends.reference import policy
+from rl_pipeline_bench.backends.reference.policy import ReferenceBackendError
+from rl_pipeline_bench.backends.reference.rollout import (
+    CallResult, GroupResult, PolicyBoard, TrajectoryResult, banned_token_mask, generate_forced,
+)
+from rl_pipeline_bench.backends.reference.trainer import Trainer, acceptance, group_advantages, reward
+from rl_pipeline_bench.config import get_suite, load_config
+from rl_pipeline_bench.contract import summarize
+from rl_pipeline_bench.evidence import EvidenceWriter, new_run_id, read_evidence
+from rl_pipeline_bench.reference_model import build_reference_snapshot
+from rl_pipeline_bench.runner import RunContext
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def model_record(tmp_path_factory):
+    return build_reference_snapshot(REPO / "models" / "tiny_qwen3_moe.yaml", tmp_path_factory.mktemp("hf"),
+                                    model="reference-tiny-qwen3moe")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(model_record):
+    return policy.load_tokenizer(model_record["snapshot_path"])
+
+
+def make_ctx(tmp_path, record, workload="multi_turn", n_updates=3, config=None):
+    config = config or load_config()
+    suite = get_suite(config, "smoke")
+    spec = wl.load_workload(config, workload, suite["scale"])
+    plan = wl.offered_plan(spec, config["seed"], n_updates)
+    contract = {"warmup_updates": 1, "measured_updates": n_updates - 1, "headline_updates": 1,
+                "trainer_ranks": reference.trainer_ranks(suite),
+                "offered_trajectories_per_update": spec.trajectories_per_update}
+    manifest = {"backend": "reference", "workload": workload, "suite": suite.name, "trial": 1, "contract": contract,
+                "model": {k: record.get(k) for k in ("model", "repo_id", "revision")}}
+    writer = EvidenceWriter(tmp_path / "evidence", new_run_id(suite.name, "reference", workload, 1), manifest)
+    return RunContext(config, suite, "reference", workload, spec, 1, plan, record, "cpu", writer, contract)
+
+
+def test_generate_forced_honours_every_length_exactly(model_record, tokenizer):
+    model = policy.load_base_model(model_record["snapshot_path"], torch.device("cpu")).eval()
+    banned = banned_token_mask(tokenizer, model.config.vocab_size, torch.device("cpu"))
+    prompts = [[1, 53, 200, 300, 2, 1, 54], [1, 53, 400, 2, 1, 54], [1, 53] + list(range(100, 140)) + [2, 1, 54]]
+    lengths = [9, 1, 23]
+    gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    ticks = iter(range(1000))
+    outs, finished = generate_forced(model, prompts, lengths, banned, gens, tokenizer.pad_token_id, lambda: float(next(ticks)))
+    assert [len(o) for o in outs] == lengths
+    assert not any(bool(banned[t]) for o in outs for t in o)  # no EOS, no special token, no <unk>
+    assert finished[1] < finished[0] < finished[2]  # rows leave the batch when done
+    # Same seed, same prompt, alone: the same tokens (batching and padding do not change a row's draws).
+    alone, _ = generate_forced(model, prompts[:1], lengths[:1], banned, [torch.Generator().manual_seed(1)], tokenizer.pad_token_id)
+    assert alone[0] == outs[0]
+
+
+def test_banned_mask_covers_special_tokens(tokenizer):
+    mask = banned_token_mask(tokenizer, 4100, torch.device("cpu"))
+    for tok in ("<|im_end|>", "<|endoftext|>", "<|im_start|>", "<think>", "<tool_call>", "<|unk|>"):
+        assert bool(mask[tokenizer.convert_tokens_to_ids(tok)]), tok
+    assert bool(mask[4096:].all()) and not bool(mask[100])
+
+
+def test_reward_and_advantages():
+    assert reward([0, 1, 4095, 4000], 4096) == 0.5
+    assert reward([], 4096) == 0.0
+    advs = group_advantages([1.0, 0.0, 0.5, 0.5])
+    assert abs(sum(advs)) < 1e-9 and advs[0] > 0 > advs[1]
+    assert group_advantages([0.3, 0.3]) == [0.0, 0.0]
+
+
+def _group(versions, forced=3, produced=3, update=7):
+    trajs = [TrajectoryResult(t, [CallResult(0, [1, 2], list(range(10, 10 + produced)), forced, v, 0.0, 1.0)])
+             for t, v in enumerate(versions)]
+    return GroupResult(update, 0, trajs)
+
+
+def test_acceptance_rejects_stale_and_wrong_length_groups():
+    assert acceptance(_group([5, 6]), 6, 4) == (True, "")
+    ok, why = acceptance(_group([1, 1]), 6, 4)
+    assert not ok and "policy age 5.00" in why
+    ok, why = acceptance(_group([6, 6], forced=3, produced=2), 6, 4)
+    assert not ok and "produced 2 tokens, forced 3" in why
+
+
+def test_stale_group_is_recorded_and_never_trained_on(model_record, tokenizer, tmp_path):
+    ctx = make_ctx(tmp_path, model_record)
+    model = policy.load_base_model(model_record["snapshot_path"], torch.device("cpu"))
+    model = policy.apply_lora(model, policy.plan_lora(model, 8, 32))
+    params = policy.adapter_parameters(model)
+    before = {n: p.detach().clone() for n, p in params.items()}
+    board = PolicyBoard()
+    for _ in range(6):
+        board.publish(lambda: None)
+    import queue
+
+    trainer = Trainer(model=model, params=params, publish=lambda: board.publish(lambda: None), board=board,
+                      inbox=queue.Queue(), expected_groups={7: [0]},
+                      banned=banned_token_mask(tokenizer, 4096, torch.device("cpu")), pad_id=0, vocab_size=4096,
+                      learning_rate=1e-2, max_policy_age=4, writer=ctx.writer, log=ctx.log, offered_per_update={7: 2})
+    stats = trainer.train_update(7, [_group([0, 1])])  # ages 6 and 5: mean 5.5 > 4
+    assert stats.rejected_groups == 1 and stats.accepted_trajectories == 0 and stats.assistant_tokens == 0
+    assert all(torch.equal(before[n], p) for n, p in params.items())
+    ctx.writer.finish("completed")
+    ev = read_evidence(ctx.writer.path)
+    assert ev.calls["accepted"].tolist() == [False, False]
+    assert ev.updates[["update", "accepted_trajectories", "assistant_tokens", "policy_version"]].values.tolist() == [[7, 0, 0, 7]]
+
+
+def test_short_run_writes_evidence_v1(model_record, tmp_path):
+    ctx = make_ctx(tmp_path, model_record, "multi_turn", 3)
+    reference.run(ctx)
+    ctx.writer.finish("completed")
+    ev = read_evidence(ctx.writer.path)
+    assert ev.problems == []
+    up = ev.updates
+    assert up["update"].tolist() == [1, 2, 3]
+    assert up["completed_at"].is_monotonic_increasing and up["completed_at"].is_unique
+    assert up["policy_version"].tolist() == [1, 2, 3]
+    assert (up["accepted_trajectories"] == ctx.spec.trajectories_per_update).all()
+    calls = ev.calls
+    assert len(calls) == len(ctx.plan)
+    assert (calls["completion_tokens"] == calls["forced_completion_tokens"]).all()
+    merged = calls.merge(ctx.plan, on=["update", "group", "trajectory", "call"], suffixes=("", "_plan"))
+    assert len(merged) == len(ctx.plan)
+    assert (merged["forced_completion_tokens"] == merged["forced_completion_tokens_plan"]).all()
+    assert (merged["prompt_tokens"] > merged["prompt_tokens_plan"]).all()  # template + content
+    assert calls["accepted"].all()
+    assert (calls["started_at"] <= calls["finished_at"]).all() and (calls["started_at"] >= 0).all()
+    # accepted assistant tokens are the completion tokens actually generated and trained on
+    per_update = calls.groupby("update")["completion_tokens"].sum()
+    assert up.set_index("update")["assistant_tokens"].to_dict() == per_update.to_dict()
+    # a call of update u ran on a policy no older than the staleness limit allows
+    age_limit = ctx.config["reference"]["max_policy_age"]
+    assert (calls["policy_version"] <= calls["update"] - 1).all()
+    assert (calls["policy_version"] >= calls["update"] - 1 - age_limit).all()
+    assert ((up["mean_policy_age"] >= 0) & (up["mean_policy_age"] <= age_limit)).all()
+    iv = ev.intervals
+    assert iv["rank"].tolist() == [0, 0, 0] and iv["update"].tolist() == [1, 2, 3]
+    assert (iv["start"] <= iv["end"]).all()
+    assert (iv.set_index("update")["end"] <= up.set_index("update")["completed_at"]).all()
+    manifest = json.loads((ctx.writer.path / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    assert manifest["lora"]["rank"] == 8 and manifest["lora"]["alpha"] == 32
+    assert set(manifest["lora"]["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj"}
+    if manifest["lora"]["experts"] != "none":
+        assert manifest["lora"]["expert_adapters_receive_gradients"] is True
+    log = (ctx.writer.path / "run.log").read_text()
+    assert log.count("trajectories/s") == 3
+    summary = summarize(ctx.writer.path)
+    assert summary["valid"], summary["reasons"]
+    assert summary["e2e"]["headline"]["trajectories_per_s"] > 0
+
+
+def test_zero_policy_age_limit_makes_rollout_wait(model_record, tmp_path):
+    config = copy.deepcopy(load_config())
+    config["reference"]["max_policy_age"] = 0
+    ctx = make_ctx(tmp_path, model_record, "long_generation", 3, config)
+    reference.run(ctx)
+    ctx.writer.finish("completed")
+    ev = read_evidence(ctx.writer.path)
+    assert (ev.calls["policy_version"] == ev.calls["update"] - 1).all()
+    assert ev.updates["mean_policy_age"].tolist() == [0.0, 0.0, 0.0]
+    # update u's generation starts only after update u-1 was trained (and then published)
+    first_start = ev.calls.groupby("update")["started_at"].min()
+    trained = ev.intervals.set_index("update")["end"]
+    assert all(first_start[u] >= trained[u - 1] for u in (2, 3))
+
+
+def test_broken_snapshot_path_raises(model_record, tmp_path):
+    broken = dict(model_record, snapshot_path=str(tmp_path / "no-such-snapshot"))
+    ctx = make_ctx(tmp_path, broken)
+    with pytest.raises(ReferenceBackendError, match="does not exist"):
+        reference.run(ctx)
+    ctx.writer.finish("failed", error="broken snapshot")
+
+
+def test_altered_snapshot_raises(model_record, tmp_path):
+    altered = dict(model_record, files=dict(model_record["files"], **{"config.json": "0" * 64}))
+    ctx = make_ctx(tmp_path, altered)
+    with pytest.raises(ReferenceBackendError, match="config.json"):
+        reference.run(ctx)
+    ctx.writer.finish("failed", error="altered snapshot")
+
+
+def test_pick_devices():
+    assert policy.pick_devices("cpu") == (torch.device("cpu"), torch.device("cpu"))
+    with pytest.raises(ReferenceBackendError, match="not one of"):
+        policy.pick_devices("tpu")

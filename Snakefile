@@ -15,6 +15,7 @@ validate(config, "schemas/config.schema.yaml")
 
 include: "rules/common.smk"
 include: "rules/provenance.smk"
+include: "rules/containers.smk"
 include: "rules/model.smk"
 include: "rules/workloads.smk"
 include: "rules/runs.smk"

@@ -15,7 +15,13 @@ def run_inputs(wildcards):
         "recipe": ancient(f"results/provenance/recipes/{wildcards.backend}.json"),
         "source": ancient("results/provenance/source.json"),
     }
+    if suite["runtime"] == "container":
+        inputs["image"] = ancient(f"results/images/{wildcards.backend}.json")
     return inputs
+
+
+def image_args(wildcards, input):
+    return f"--image-record {input.image}" if "image" in input.keys() else ""
 
 
 def lease_prefix(wildcards):
@@ -49,12 +55,17 @@ rule run_benchmark:
         bench_slot=1,
     params:
         lease=lease_prefix,
+        runtime=lambda wc: suite_settings(wc.suite)["runtime"],
+        image=image_args,
     shell:
+        # Preflight (recipe/source/image/model identity) runs before any GPU lease.
+        "bench preflight --backend {wildcards.backend} --runtime {params.runtime}"
+        " --model-record {input.model} > {log} 2>&1 && "
         "{params.lease}bench run --suite {wildcards.suite} --backend {wildcards.backend}"
         " --workload {wildcards.workload} --trial {wildcards.trial}"
         " --model-record {input.model} --plan {input.plan}"
         " --recipe-record {input.recipe} --source-record {input.source}"
-        " --evidence-root results/evidence --run-json {output} > {log} 2>&1"
+        " --evidence-root results/evidence {params.image} --run-json {output} >> {log} 2>&1"
 
 
 rule summarize_run:

@@ -14,6 +14,7 @@ import sys
 from . import commands
 from .config import ConfigError
 from .paths import ROOT  # noqa: F401  (re-exported: the seed's Kubernetes one-liner imports it)
+from .provenance import recipe_manifest, source_manifest  # noqa: F401  (same one-liner)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ from .config import ConfigError, Suite, check_member
 from .evidence import EvidenceWriter, new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
+from .provenance import native_identity
 
 RUN_SCHEMA = "rl-bench/run/v1"
 
@@ -122,6 +123,12 @@ def execute_run(
     recipe = _read_json(recipe_record) or {}
     source = _read_json(source_record) or {}
     image = _read_json(image_record)
+    if suite["runtime"] == "native":
+        # What setup ran is only known from the prefix's setup manifests; the recipe
+        # hash of a native run is what was requested, not proven by an image.
+        identity = native_identity(backend, os.environ.get("RL_BENCH_ENV_ROOT"), ROOT)
+    else:
+        identity = {"runtime": "container", "recipe_proof": "image labels, checked by bench preflight before the lease"}
     manifest = {
         "backend": backend,
         "workload": workload,
@@ -133,6 +140,7 @@ def execute_run(
         "source_sha256": source.get("sha256"),
         "image": image,
         "runtime": suite["runtime"],
+        "provenance": identity,
         "device": suite["device"],
         "scale": suite["scale"],
         "seed": config["seed"],

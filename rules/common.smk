@@ -10,6 +10,20 @@ except ConfigError as exc:
 SUITE = get_suite(config)
 
 
+def _check_topology(suite):
+    """Framework backends: refuse an impossible topology/model/GPU count at DAG time."""
+    from rl_pipeline_bench.topology import preflight as topology_preflight
+
+    for backend in suite["backends"]:
+        try:
+            topology_preflight(config, suite, backend)
+        except ConfigError as exc:
+            raise WorkflowError(str(exc))
+
+
+_check_topology(SUITE)
+
+
 def suite_settings(name):
     try:
         return get_suite(config, name)

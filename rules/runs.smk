@@ -59,7 +59,7 @@ rule run_benchmark:
         image=image_args,
     shell:
         # Preflight (recipe/source/image/model identity) runs before any GPU lease.
-        "bench preflight --backend {wildcards.backend} --runtime {params.runtime}"
+        "bench preflight --suite {wildcards.suite} --backend {wildcards.backend} --runtime {params.runtime}"
         " --model-record {input.model} > {log} 2>&1 && "
         "{params.lease}bench run --suite {wildcards.suite} --backend {wildcards.backend}"
         " --workload {wildcards.workload} --trial {wildcards.trial}"

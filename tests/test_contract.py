@@ -303,6 +303,16 @@ def _case_window_nonpositive(tmp):
     return build_evidence(tmp, intervals=iv)
 
 
+def _case_autotuner_unhealthy(tmp):
+    # An ART run whose train log carried no online-autotuner metrics.
+    return build_evidence(tmp, manifest={"backend": "art", "art_autotuner": {"available": False, "metrics": {}}})
+
+
+def test_healthy_art_autotuner_is_not_a_reason(tmp_path):
+    d = build_evidence(tmp_path, manifest={"backend": "art", "art_autotuner": {"available": True, "metrics": {"autotune/x": [1]}}})
+    assert summarize(d)["valid"], summarize(d)["reasons"]
+
+
 CASES = {name[len("_case_"):]: fn for name, fn in list(globals().items()) if name.startswith("_case_")}
 
 

@@ -202,3 +202,53 @@ def test_pick_devices():
     assert policy.pick_devices("cpu") == (torch.device("cpu"), torch.device("cpu"))
     with pytest.raises(ReferenceBackendError, match="not one of"):
         policy.pick_devices("tpu")
+
+
+def test_trainer_failure_raises_and_keeps_generated_calls(model_record, tmp_path, monkeypatch):
+    from rl_pipeline_bench.backends.reference import trainer as trainer_mod
+
+    original = trainer_mod.Trainer.train_update
+
+    def failing(self, update, groups):
+        if update == 2:
+            raise RuntimeError("trainer broke on purpose")
+        return original(self, update, groups)
+
+    monkeypatch.setattr(trainer_mod.Trainer, "train_update", failing)
+    ctx = make_ctx(tmp_path, model_record, "long_generation", 3)
+    with pytest.raises(RuntimeError, match="trainer broke on purpose"):
+        reference.run(ctx)
+    ctx.writer.finish("failed", error="trainer broke on purpose")
+    ev = read_evidence(ctx.writer.path)
+    assert ev.updates["update"].tolist() == [1]
+    calls = ev.calls
+    assert calls.loc[calls["update"] == 1, "accepted"].all()
+    later = calls[calls["update"] >= 2]
+    assert not later["accepted"].any()
+    # the group the trainer held when it failed is in the evidence, not lost
+    assert (later["update"] == 2).sum() == (ctx.plan["update"] == 2).sum()
+    assert (later["completion_tokens"] == later["forced_completion_tokens"]).all()
+    assert json.loads((ctx.writer.path / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_rollout_failure_raises(model_record, tmp_path, monkeypatch):
+    from rl_pipeline_bench.backends.reference import rollout as rollout_mod
+
+    original = rollout_mod.generate_forced
+    calls = {"n": 0}
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise RuntimeError("rollout broke on purpose")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rollout_mod, "generate_forced", failing)
+    config = copy.deepcopy(load_config())
+    config["reference"]["max_policy_age"] = 0  # update 2 starts only after update 1 was published
+    ctx = make_ctx(tmp_path, model_record, "long_generation", 3, config)
+    with pytest.raises(RuntimeError, match="rollout broke on purpose"):
+        reference.run(ctx)
+    ctx.writer.finish("failed", error="rollout broke on purpose")
+    ev = read_evidence(ctx.writer.path)
+    assert ev.updates["update"].tolist() == [1]

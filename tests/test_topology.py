@@ -93,3 +93,16 @@ def test_rank_one_is_supplemental(config):
     assert is_supplemental(r1)
     assert variant_label(r1, "art") == "rank 1 (supplemental)"
     preflight(config, r1, "art")  # allowed, but labelled
+
+
+@pytest.mark.parametrize("backend", ["art", "skyrl"])
+def test_backend_run_checks_the_suite_before_importing_the_framework(config, backend):
+    from types import SimpleNamespace
+
+    from rl_pipeline_bench.backends import get_backend, trainer_ranks
+
+    module = get_backend(backend)
+    assert trainer_ranks(module, get_suite(config, "comparison")) == [0]
+    ctx = SimpleNamespace(config=config, suite=get_suite(config, "smoke"))
+    with pytest.raises(ConfigError, match=rf"suites/smoke/gpus': {backend} needs exactly 4 GPUs"):
+        module.run(ctx)

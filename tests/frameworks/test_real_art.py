@@ -93,7 +93,8 @@ def test_support_gaps_of_the_installed_art_are_reported(config):
     assert set(gaps) <= set(CONTRACT_FEATURES) | {"megatron_topology"}
     if version("openpipe-art") == "0.5.18":
         # What this registry release lacks against the contract (see docs/backends.md).
-        assert set(gaps) == {"online_autotuning", "mean_policy_age_limit", "two_inference_gpus", "context_parallel"}
+        assert set(gaps) == {"online_autotuning", "mean_policy_age_limit", "two_inference_gpus", "context_parallel",
+                             "routing_replay"}
         assert "Multi-GPU inference not yet supported" in gaps["two_inference_gpus"]
 
 
@@ -162,3 +163,28 @@ def test_model_dir_binding_points_at_the_snapshot(tmp_path):
     (other / "config.json").write_text("{}")
     with pytest.raises(FileExistsError):
         bind_model_dir(tmp_path / "run", "Qwen/Qwen3.5-35B-A3B", other)
+
+
+def test_run_refuses_before_any_work_when_art_lacks_contract_features(config, tmp_path):
+    """run(ctx) with the installed ART: clear refusal naming the gaps, recorded in the manifest."""
+    from types import SimpleNamespace
+
+    from rl_pipeline_bench.backends import get_backend
+    from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
+    from rl_pipeline_bench.workloads import offered_plan
+
+    suite = get_suite(config, "comparison")
+    spec = load_workload(config, "multi_turn", suite["scale"])
+    writer = EvidenceWriter(tmp_path / "evidence", "run-1", {"backend": "art"})
+    ctx = SimpleNamespace(config=config, suite=suite, spec=spec, plan=offered_plan(spec, config["seed"], 20),
+                          model={"snapshot_path": str(tmp_path / "missing")}, writer=writer, log=writer.logger)
+    gaps = native_support_gaps(_native(config))
+    if not gaps:
+        pytest.skip("installed ART expresses every contract point; run() would proceed to the GPU run")
+    with pytest.raises(RuntimeError, match="cannot express the measurement contract: .*online_autotuning"):
+        get_backend("art").run(ctx)
+    writer.finish("failed", error="test")
+    manifest = read_evidence(writer.path).manifest
+    assert manifest["framework"]["version"] == version("openpipe-art")
+    assert set(manifest["framework"]["support_gaps"]) == set(gaps)
+    assert manifest["framework"]["native_config"]["pipeline_trainer"]["max_steps"] == 20

@@ -76,6 +76,13 @@ def _preflight(args: argparse.Namespace) -> int:
     from .. import images, provenance, snapshots
 
     result: dict = {"backend": args.backend, "runtime": args.runtime}
+    if args.suite:
+        from ..config import load_config
+        from ..topology import preflight as topology_preflight
+
+        config = load_config(args.config)
+        topology_preflight(config, args.suite, args.backend)  # ConfigError -> exit 2, naming the key
+        result["suite"] = args.suite
     try:
         if args.model_record:
             record = snapshots.load_record(args.model_record)
@@ -151,6 +158,8 @@ def register(subparsers) -> None:
     f.add_argument("--model-record", help="results/models/MODEL.json: re-hash its snapshot")
     f.add_argument("--env-root", help="native prefix (default $RL_BENCH_ENV_ROOT; none: the current environment)")
     f.add_argument("--output", help="write the preflight result here instead of printing it")
+    f.add_argument("--suite", help="also check the suite's topology/model/GPU count for this backend (contract)")
+    f.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file with --suite (default: config.yaml)")
     f.add_argument("--root", **root_kw)
     f.add_argument("--record", help="image record (default results/images/BACKEND.json)")
     f.add_argument("--labels-only", action="store_true", help="compare labels only; do not recompute hashes inside the image")

@@ -40,6 +40,7 @@ CONTRACT_FEATURES = {
     "mean_policy_age_limit": "a PipelineTrainer parameter bounding the mean policy age",
     "two_inference_gpus": "dedicated mode with inference_gpu_ids of two GPUs",
     "context_parallel": "the ART_MEGATRON_CONTEXT_PARALLEL_SIZE knob of the Megatron provider",
+    "routing_replay": "a PipelineTrainer or backend.train setting for MoE routing replay",
 }
 
 
@@ -159,6 +160,7 @@ def native_support_gaps(native: dict[str, Any]) -> dict[str, str]:
     Megatron provider's source); never imports Megatron itself.
     """
     from art.dev import validate_dedicated_config
+    from art.local.backend import LocalBackend
     from art.pipeline_trainer import PipelineTrainer
 
     gaps: dict[str, str] = {}
@@ -169,6 +171,9 @@ def native_support_gaps(native: dict[str, Any]) -> dict[str, str]:
         gaps["mean_policy_age_limit"] = (
             "PipelineTrainer bounds staleness per group (max_steps_off_policy), not the mean policy age"
         )
+    train_params = inspect.signature(LocalBackend.train).parameters
+    if not any("routing" in p for p in [*params, *train_params]):
+        gaps["routing_replay"] = "neither PipelineTrainer nor backend.train takes a routing-replay setting"
     try:
         validate_dedicated_config(native["internal_config"])
     except ValueError as exc:

@@ -148,17 +148,17 @@ def run(ctx) -> None:
         board.halt()
         for t in threads:
             t.join(timeout=30)
-        _record_unconsumed(ctx, rollout, channel)
+        _record_unconsumed(ctx, rollout, trainer, channel)
         raise
     if errors:
-        _record_unconsumed(ctx, rollout, channel)
+        _record_unconsumed(ctx, rollout, trainer, channel)
         raise errors[0]
     ctx.writer.flush()
 
 
-def _record_unconsumed(ctx, rollout: RolloutWorker, channel: "queue.Queue[GroupResult]") -> None:
+def _record_unconsumed(ctx, rollout: RolloutWorker, trainer: Trainer, channel: "queue.Queue[GroupResult]") -> None:
     """Calls that were generated but never trained on still go into the evidence, as not accepted."""
-    rows = []
+    rows = [row for g in trainer.holding for row in g.call_rows(False)]
     while True:
         try:
             rows += channel.get_nowait().call_rows(False)

@@ -126,6 +126,8 @@ class Trainer:
         self.on_first_step = on_first_step
         self.optimizer = torch.optim.AdamW(list(params.values()), lr=float(learning_rate), weight_decay=0.0)
         self.totals = {"trajectories": 0, "tokens": 0}
+        #: Groups taken from the inbox whose calls are not yet in the evidence (recorded as not accepted on failure).
+        self.holding: list[GroupResult] = []
 
     def _next_group(self) -> GroupResult:
         while True:
@@ -144,6 +146,7 @@ class Trainer:
                 if (got.update, got.group) != (update, g):
                     raise RuntimeError(f"trainer expected update {update} group {g}, got update {got.update} group {got.group}")
                 groups.append(got)
+                self.holding = groups
             self.train_update(update, groups)
 
     def train_update(self, update: int, groups: list[GroupResult]) -> StepStats:
@@ -204,6 +207,7 @@ class Trainer:
             stats.assistant_tokens, stats.mean_reward, stats.loss, stats.mean_policy_age, end - start,
         )
         self.writer.add_calls(rows)
+        self.holding = []
         completed_at = clock()
         self.writer.add_update(update, completed_at, stats.accepted_trajectories, stats.assistant_tokens,
                                version, stats.mean_policy_age)

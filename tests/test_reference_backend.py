@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 

@@ -11,7 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..contract import summarize, summarize_to_file
 
 
 def register(subparsers) -> None:
@@ -33,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_dir():
         print(f"bench summarize: not a directory: {path} (expected results/evidence/RUN_ID)", file=sys.stderr)
         return 2
+    from ..contract import summarize, summarize_to_file  # pandas: import only when summarizing
+
     summary = summarize_to_file(path, args.output) if args.output else summarize(path)
     print(json.dumps(summary, indent=2))
     return 0

@@ -174,7 +174,7 @@ class Trainer:
             ages += policy_ages(g, trainer_version)
             n_calls = max(len(t.calls) for t in g.trajectories)
             for k in range(n_calls):
-                members = [(t, a) for t, a in zip(g.trajectories, advs) if k < len(t.calls)]
+                members = [(t, a) for t, a in zip(g.trajectories, advs, strict=True) if k < len(t.calls)]
                 seqs = [(t.calls[k].prompt_ids, t.calls[k].completion_ids) for t, _ in members]
                 logp, mask = completion_logprobs(self.model, seqs, self.banned, self.pad_id)
                 adv = torch.tensor([a for _, a in members], dtype=logp.dtype, device=logp.device)

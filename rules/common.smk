@@ -1,5 +1,7 @@
 # Helpers shared by the rules: the selected suite and the file names it expands to.
 
+import shlex
+
 from rl_pipeline_bench.config import ConfigError, get_suite, validate_config
 
 try:
@@ -51,3 +53,31 @@ def suite_summaries(suite):
 
 def suite_plans(suite):
     return [f"results/workloads/{suite.name}/{w}.parquet" for w in suite["workloads"]]
+
+
+def run_inputs(wildcards):
+    suite = suite_settings(wildcards.suite)
+    inputs = {
+        "model": ancient(model_record(wildcards)),
+        "plan": ancient(f"results/workloads/{suite.name}/{wildcards.workload}.parquet"),
+        "recipe": ancient(f"results/provenance/recipes/{wildcards.backend}.json"),
+        "source": ancient("results/provenance/source.json"),
+    }
+    if suite["runtime"] == "container":
+        inputs["image"] = ancient(f"results/images/{wildcards.backend}.json")
+    return inputs
+
+
+def image_args(wildcards, input):
+    return f"--image-record {input.image}" if "image" in input.keys() else ""
+
+
+def lease_prefix(wildcards):
+    """`bench lease run ... --` for GPU suites; nothing for CPU suites."""
+    suite = suite_settings(wildcards.suite)
+    if suite["gpus"] == 0:
+        return ""
+    from rl_pipeline_bench.leases import lease_command
+
+    run_id = f"{suite.name}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
+    return shlex.join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], run_id)) + " "

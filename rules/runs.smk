@@ -7,40 +7,6 @@
 # benchmark on purpose, delete its run.json (README: "Re-running a benchmark").
 
 
-def run_inputs(wildcards):
-    suite = suite_settings(wildcards.suite)
-    inputs = {
-        "model": ancient(model_record(wildcards)),
-        "plan": ancient(f"results/workloads/{suite.name}/{wildcards.workload}.parquet"),
-        "recipe": ancient(f"results/provenance/recipes/{wildcards.backend}.json"),
-        "source": ancient("results/provenance/source.json"),
-    }
-    if suite["runtime"] == "container":
-        inputs["image"] = ancient(f"results/images/{wildcards.backend}.json")
-    return inputs
-
-
-def image_args(wildcards, input):
-    return f"--image-record {input.image}" if "image" in input.keys() else ""
-
-
-def lease_prefix(wildcards):
-    """`bench lease run ... --` for GPU suites; nothing for CPU suites."""
-    suite = suite_settings(wildcards.suite)
-    if suite["gpus"] == 0:
-        return ""
-    from rl_pipeline_bench.leases import lease_command
-
-    run_id = f"{suite.name}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
-    return shlex_join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], run_id)) + " "
-
-
-def shlex_join(argv):
-    import shlex
-
-    return shlex.join(argv)
-
-
 rule run_benchmark:
     input:
         unpack(run_inputs),

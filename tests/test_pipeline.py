@@ -115,13 +115,17 @@ def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
     run_json = smoke_workdir / "results/runs/smoke/reference/multi_turn/trial1/run.json"
     old = json.loads(run_json.read_text())
     run_json.unlink()
-    proc = _snakemake(smoke_workdir, "reports/comparison.html")
+    # README, "Re-running a benchmark": ask for the run.json together with the report.
+    proc = _snakemake(smoke_workdir, str(run_json.relative_to(smoke_workdir)), "reports/comparison.html")
     assert proc.returncode == 0
+    assert "run_benchmark" in _jobs(proc) and "summarize_run" in _jobs(proc) and "render_report" in _jobs(proc)
     after = _run_dirs(smoke_workdir)
     assert set(before) < set(after) and len(after) == len(before) + 1
     new = json.loads(run_json.read_text())
     assert new["run_id"] != old["run_id"]
     assert (smoke_workdir / old["evidence_dir"] / "manifest.json").exists()
+    summary = json.loads(run_json.with_name("summary.json").read_text())
+    assert summary["run_id"] == new["run_id"]
 
 
 def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):

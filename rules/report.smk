@@ -14,5 +14,8 @@ rule render_report:
     params:
         suite=SUITE.name,
         evidence_root="results/evidence",
-    script:
-        "../workflow_scripts/render_report.py"
+    run:
+        # In-process (rl_pipeline_bench.jobs): a script job's interpreter start-up costs more than the work.
+        from rl_pipeline_bench import jobs
+
+        jobs.render_report(input, output, params, log[0], config)

@@ -43,5 +43,7 @@ rule summarize_run:
         "logs/summaries/{suite}/{backend}/{workload}/trial{trial}.log",
     wildcard_constraints:
         trial=r"\d+",
-    script:
-        "../workflow_scripts/summarize_run.py"
+    run:
+        from rl_pipeline_bench import jobs
+
+        jobs.summarize_run(input.run, output[0], log[0])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pyarrow as pa
+
+from rl_pipeline_bench import jobs
 import pytest
 from evidence_fixtures import build_evidence
 
@@ -431,7 +431,6 @@ def test_workflow_script_writes_summary(tmp_path):
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps({"evidence_dir": str(d)}))
     out, log = tmp_path / "runs" / "summary.json", tmp_path / "logs" / "summary.log"
-    fake = SimpleNamespace(input=SimpleNamespace(run=str(run_json)), output=[str(out)], log=[str(log)])
-    runpy.run_path(str(ROOT / "workflow_scripts" / "summarize_run.py"), init_globals={"snakemake": fake})
+    jobs.summarize_run(run_json, out, log)
     assert json.loads(out.read_text()) == summarize(d)
     assert "valid=True" in log.read_text()

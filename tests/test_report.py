@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import runpy
 import shutil
 import sys
 from pathlib import Path
@@ -22,9 +21,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from evidence_fixtures import build_evidence, default_calls  # noqa: E402
 
+from rl_pipeline_bench import jobs  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
-from rl_pipeline_bench.paths import ROOT  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.workloads import suite_plan, write_plan  # noqa: E402
 
@@ -44,7 +43,10 @@ def _config(suite: str, backends: list[str], contract: dict | None = None) -> di
 
 
 def _manifest(suite, backend, workload):
-    return {"backend": backend, "workload": workload, "suite": suite, "trial": 1}
+    m = {"backend": backend, "workload": workload, "suite": suite, "trial": 1}
+    if backend == "art":  # the contract requires ART's autotuner metrics (fixture values)
+        m["art_autotuner"] = {"available": True, "metrics": {"autotune/fixture": [1.0]}}
+    return m
 
 
 def _summarize(ws: Path, suite: str, backend: str, workload: str, evidence: Path) -> Path:
@@ -213,7 +215,7 @@ def test_bad_summary_names_the_file(tmp_path):
         render_report([bad], [], tmp_path / "evidence", tmp_path / "r.html", tmp_path / "t", tmp_path / "f", "smoke")
 
 
-def test_snakemake_wrapper(two_backends, tmp_path):
+def test_workflow_job_entry_point(two_backends, tmp_path):
     i = two_backends.inputs
     out = tmp_path / "reports"
     smk = SimpleNamespace(
@@ -222,7 +224,7 @@ def test_snakemake_wrapper(two_backends, tmp_path):
         output=SimpleNamespace(html=str(out / "comparison.html"), tables=str(out / "tables"),
                                figures=str(out / "figures")),
         log=[str(tmp_path / "report.log")], config=i["config"])
-    runpy.run_path(str(ROOT / "workflow_scripts" / "render_report.py"), init_globals={"snakemake": smk})
+    jobs.render_report(smk.input, smk.output, smk.params, smk.log[0], smk.config)
     assert (out / "comparison.html").read_bytes() == (two_backends.reports / "comparison.html").read_bytes()
     assert "rendered" in (tmp_path / "report.log").read_text()
 

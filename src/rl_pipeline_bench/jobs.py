@@ -1,0 +1,75 @@
+"""In-process entry points for the workflow's light rules (`run:` blocks).
+
+A `script:` job starts a new interpreter and re-imports Snakemake, pandas and
+matplotlib: several seconds per job on a small machine, more than the work itself.
+Summaries and the report are light, so they run inside the Snakemake process
+through these functions; each writes its own log file like any other rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+log = logging.getLogger("rl_pipeline_bench.jobs")
+
+
+@contextlib.contextmanager
+def job_log(path: str | Path) -> Iterator[logging.Logger]:
+    """Send the package's log records to the job's log file; record a failure's traceback there."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("rl_pipeline_bench")
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield log
+    except Exception:
+        log.exception("job failed")
+        raise
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+        handler.close()
+
+
+def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Path) -> dict[str, Any]:
+    """run.json -> summary.json with the contract code; never re-runs a benchmark."""
+    from .contract import summarize_to_file
+
+    run_json = Path(run_json)
+    with job_log(log_path):
+        try:
+            record = json.loads(run_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{run_json}: not a readable run record ({exc})") from None
+        evidence_dir = record.get("evidence_dir") if isinstance(record, dict) else None
+        if not evidence_dir:
+            raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+        log.info("summarizing %s -> %s", evidence_dir, out_path)
+        summary = summarize_to_file(Path(evidence_dir), Path(out_path))
+        log.info("valid=%s reasons=%s", summary["valid"], summary["reasons"])
+        return summary
+
+
+def render_report(input: Any, output: Any, params: Any, log_path: str | Path, config: dict | None) -> None:
+    """The report rule: summaries + plans + evidence root -> html, tables, figures."""
+    from .report import render_report as render
+
+    with job_log(log_path):
+        render(
+            summary_paths=list(input.summaries),
+            plan_paths=list(input.plans),
+            evidence_root=params.evidence_root,
+            out_html=output.html,
+            tables_dir=output.tables,
+            figures_dir=output.figures,
+            suite_name=params.suite,
+            config=config,
+        )

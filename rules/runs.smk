@@ -43,7 +43,5 @@ rule summarize_run:
         "logs/summaries/{suite}/{backend}/{workload}/trial{trial}.log",
     wildcard_constraints:
         trial=r"\d+",
-    run:
-        from rl_pipeline_bench import jobs
-
-        jobs.summarize_run(input.run, output[0], log[0])
+    shell:
+        "bench summarize-run {input.run:q} --output {output:q} > {log:q} 2>&1"

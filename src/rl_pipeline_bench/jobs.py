@@ -1,9 +1,10 @@
-"""In-process entry points for the workflow's light rules (`run:` blocks).
+"""Entry points of the workflow's light rules (summaries, report), run as `bench` commands.
 
-A `script:` job starts a new interpreter and re-imports Snakemake, pandas and
-matplotlib: several seconds per job on a small machine, more than the work itself.
-Summaries and the report are light, so they run inside the Snakemake process
-through these functions; each writes its own log file like any other rule.
+Measured on a 2-core machine: a `script:` job re-imports Snakemake (seconds), and a
+`run:` block imports pandas/matplotlib inside Snakemake's own busy process several
+times slower than a fresh interpreter does. So the rules call `bench summarize-run`
+and `bench report`, and these functions do the work with their log records going
+to the job's log file (or stderr).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,11 +20,14 @@ log = logging.getLogger("rl_pipeline_bench.jobs")
 
 
 @contextlib.contextmanager
-def job_log(path: str | Path) -> Iterator[logging.Logger]:
-    """Send the package's log records to the job's log file; record a failure's traceback there."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
+    """Send the package's log records to `path` (or stderr); record a failure's traceback there."""
+    if path is None:
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    else:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, mode="w", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("rl_pipeline_bench")
     previous = root.level
@@ -39,7 +44,7 @@ def job_log(path: str | Path) -> Iterator[logging.Logger]:
         handler.close()
 
 
-def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Path) -> dict[str, Any]:
+def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Path | None = None) -> dict[str, Any]:
     """run.json -> summary.json with the contract code; never re-runs a benchmark."""
     from .contract import summarize_to_file
 
@@ -58,7 +63,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         return summary
 
 
-def render_report(input: Any, output: Any, params: Any, log_path: str | Path, config: dict | None) -> None:
+def render_report(input: Any, output: Any, params: Any, log_path: str | Path | None, config: dict | None) -> None:
     """The report rule: summaries + plans + evidence root -> html, tables, figures."""
     from .report import render_report as render
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "summarize",
@@ -22,6 +21,15 @@ def register(subparsers) -> None:
     p.add_argument("evidence_dir", metavar="EVIDENCE_DIR", type=Path, help="a results/evidence/{run_id} directory")
     p.add_argument("--output", "-o", type=Path, default=None, help="also write the summary JSON here (atomically)")
     p.set_defaults(func=run)
+
+    r = subparsers.add_parser(
+        "summarize-run",
+        help="run.json -> summary.json (what the workflow's summarize_run rule executes)",
+    )
+    r.add_argument("run_json", metavar="RUN_JSON", type=Path, help="results/runs/.../run.json")
+    r.add_argument("--output", "-o", type=Path, required=True, help="summary.json to write (atomically)")
+    r.add_argument("--log", type=Path, default=None, help="job log file (default: stderr)")
+    r.set_defaults(func=run_from_record)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,4 +44,11 @@ def run(args: argparse.Namespace) -> int:
 
     summary = summarize_to_file(path, args.output) if args.output else summarize(path)
     print(json.dumps(summary, indent=2))
+    return 0
+
+
+def run_from_record(args: argparse.Namespace) -> int:
+    from ..jobs import summarize_run
+
+    summarize_run(args.run_json, args.output, args.log)
     return 0

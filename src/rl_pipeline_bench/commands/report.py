@@ -1,0 +1,43 @@
+"""`bench report`: render the comparison report from summaries, plans and evidence.
+
+This is what the workflow's render_report rule runs; it never runs a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("report", help="render reports/comparison.html from retained evidence")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--summaries", nargs="+", required=True, type=Path, metavar="SUMMARY_JSON")
+    p.add_argument("--plans", nargs="+", required=True, type=Path, metavar="PLAN_PARQUET")
+    p.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
+    p.add_argument("--html", type=Path, default=Path("reports/comparison.html"))
+    p.add_argument("--tables", type=Path, default=Path("reports/tables"))
+    p.add_argument("--figures", type=Path, default=Path("reports/figures"))
+    p.add_argument("--config", type=Path, default=None, help="config file (default: config.yaml)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="top-level config override")
+    p.add_argument("--log", type=Path, default=None, help="job log file (default: stderr)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..jobs import render_report
+    from ..paths import CONFIG_PATH
+    from .run import _parse_overrides
+
+    config = load_config(args.config or CONFIG_PATH, _parse_overrides(args.set))
+    render_report(
+        SimpleNamespace(summaries=args.summaries, plans=args.plans),
+        SimpleNamespace(html=args.html, tables=args.tables, figures=args.figures),
+        SimpleNamespace(evidence_root=args.evidence_root, suite=args.suite),
+        args.log,
+        config,
+    )
+    print(f"bench report: wrote {args.html}, {args.tables}/, {args.figures}/")
+    return 0

@@ -21,7 +21,7 @@ import pandas as pd
 from . import workloads as wl
 from .backends import get_backend, trainer_ranks
 from .config import ConfigError, Suite, check_member
-from .evidence import EvidenceWriter, new_run_id
+from .evidence import EvidenceWriter, atomic_write_json, new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .provenance import native_identity
@@ -115,10 +115,9 @@ def execute_run(
     module = get_backend(backend)
     model = load_model_record(Path(model_record))
     spec, plan = offered_plan_for(config, suite, workload, plan_path)
-    per_update = plan.groupby("update")[["group", "trajectory"]].apply(lambda d: len(d.drop_duplicates()))
     contract = dict(suite.contract)
     contract["trainer_ranks"] = trainer_ranks(module, suite)
-    contract["offered_trajectories_per_update"] = int(per_update.max()) if len(per_update) else 0
+    contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
 
     recipe = _read_json(recipe_record) or {}
     source = _read_json(source_record) or {}
@@ -188,6 +187,4 @@ def _write_run_json(path: Path, run_id: str, evidence_dir: Path, suite: Suite, b
         "workload": workload,
         "trial": trial,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write_json(path, record)

@@ -224,7 +224,8 @@ def test_workflow_job_entry_point(two_backends, tmp_path):
         output=SimpleNamespace(html=str(out / "comparison.html"), tables=str(out / "tables"),
                                figures=str(out / "figures")),
         log=[str(tmp_path / "report.log")], config=i["config"])
-    jobs.render_report(smk.input, smk.output, smk.params, smk.log[0], smk.config)
+    jobs.render_report(smk.input.summaries, smk.input.plans, smk.params.evidence_root, smk.output.html,
+                       smk.output.tables, smk.output.figures, smk.params.suite, smk.config, log_path=smk.log[0])
     assert (out / "comparison.html").read_bytes() == (two_backends.reports / "comparison.html").read_bytes()
     assert "rendered" in (tmp_path / "report.log").read_text()
 

@@ -63,18 +63,19 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         return summary
 
 
-def render_report(input: Any, output: Any, params: Any, log_path: str | Path | None, config: dict | None) -> None:
+def render_report(summaries, plans, evidence_root, html, tables, figures, suite: str,
+                  config: dict | None, log_path: str | Path | None = None) -> None:
     """The report rule: summaries + plans + evidence root -> html, tables, figures."""
     from .report import render_report as render
 
     with job_log(log_path):
         render(
-            summary_paths=list(input.summaries),
-            plan_paths=list(input.plans),
-            evidence_root=params.evidence_root,
-            out_html=output.html,
-            tables_dir=output.tables,
-            figures_dir=output.figures,
-            suite_name=params.suite,
+            summary_paths=list(summaries),
+            plan_paths=list(plans),
+            evidence_root=evidence_root,
+            out_html=html,
+            tables_dir=tables,
+            figures_dir=figures,
+            suite_name=suite,
             config=config,
         )

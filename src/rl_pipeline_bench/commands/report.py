@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from types import SimpleNamespace
 
 
 def register(subparsers) -> None:
@@ -32,12 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from .run import _parse_overrides
 
     config = load_config(args.config or CONFIG_PATH, _parse_overrides(args.set))
-    render_report(
-        SimpleNamespace(summaries=args.summaries, plans=args.plans),
-        SimpleNamespace(html=args.html, tables=args.tables, figures=args.figures),
-        SimpleNamespace(evidence_root=args.evidence_root, suite=args.suite),
-        args.log,
-        config,
-    )
+    render_report(args.summaries, args.plans, args.evidence_root, args.html, args.tables, args.figures,
+                  args.suite, config, log_path=args.log)
     print(f"bench report: wrote {args.html}, {args.tables}/, {args.figures}/")
     return 0

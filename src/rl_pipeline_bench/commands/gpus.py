@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..gpus import InventoryError, query_inventory
-from ..leases import LockDir, list_leases, resolve_lock_dir
+from ..leases import LockDir, LockDirError, list_leases, resolve_lock_dir
 
 
 def register(subparsers) -> None:
@@ -24,7 +24,12 @@ def gpus_report(lock_dir=None) -> dict:
     """Inventory plus, per device, the record (if any) that reserves it."""
     inv = query_inventory()
     ld = LockDir(resolve_lock_dir(lock_dir))
-    rows = list_leases(ld)
+    notes = list(inv.notes)
+    try:
+        rows = list_leases(ld)
+    except LockDirError as exc:  # an untrusted directory's records say nothing
+        rows = []
+        notes.append(f"leases not shown: {exc}")
     holders: dict[str, list[dict]] = {}
     for row in rows:
         for dev in row.get("devices", []):
@@ -36,7 +41,7 @@ def gpus_report(lock_dir=None) -> dict:
         d = g.to_dict()
         d["lease"] = (holders.get(g.uuid) or [None])[0]
         gpus.append(d)
-    return {"source": inv.source, "driver": inv.driver, "notes": list(inv.notes), "lock_dir": str(ld.path),
+    return {"source": inv.source, "driver": inv.driver, "notes": notes, "lock_dir": str(ld.path),
             "unreadable_records": unreadable, "gpus": gpus}
 
 

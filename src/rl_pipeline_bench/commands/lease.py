@@ -13,6 +13,7 @@ from ..leases import (
     EXIT_REFUSED,
     ClearRefused,
     LockDir,
+    LockDirError,
     clear_lease,
     list_leases,
     resolve_lock_dir,
@@ -78,7 +79,11 @@ def cmd_run(args) -> int:
 
 def cmd_list(args) -> int:
     ld = LockDir(resolve_lock_dir(args.lock_dir))
-    rows = list_leases(ld)
+    try:
+        rows = list_leases(ld)
+    except LockDirError as exc:
+        print(f"bench lease list: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"lock_dir": str(ld.path), "leases": rows}, indent=2))
         return 0

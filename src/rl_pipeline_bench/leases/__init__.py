@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from .acquire import (
@@ -33,6 +32,7 @@ from .store import (
     default_lock_dir,
     resolve_lock_dir,
 )
+from .trust import read_regular
 from .supervisor import (
     EXIT_CLEANUP_UNCONFIRMED,
     EXIT_GATE_ABORTED,
@@ -92,7 +92,7 @@ def current_lease(env: dict[str, str] | None = None) -> dict[str, Any] | None:
     if not path:
         return None
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_regular(path))
     except (OSError, ValueError) as exc:
         raise LeaseRecordError(f"{RECORD_ENV}={path}: cannot read the lease record: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("devices"), list):

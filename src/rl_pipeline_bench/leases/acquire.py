@@ -113,10 +113,14 @@ class Lease:
         self.lock_dir.write_record(self.record_path, new)
         self.data = new
 
-    def release(self, registry_timeout_s: float = 120.0) -> list[str]:
-        """Remove the record, then release and unlink the device locks; returns what was removed."""
+    def release(self, registry_timeout_s: float = 120.0, should_abort: Callable[[], bool] = lambda: False) -> list[str]:
+        """Remove the record, then release and unlink the device locks; returns what was removed.
+
+        Raises RegistryBusy, with nothing removed, when the registry lock stays busy or
+        `should_abort` says so while waiting for it.
+        """
         removed = []
-        with self.lock_dir.registry(registry_timeout_s):
+        with self.lock_dir.registry(registry_timeout_s, should_abort):
             os.unlink(self.record_path)
             removed.append(str(self.record_path))
             for uuid, fd in list(self._fds.items()):

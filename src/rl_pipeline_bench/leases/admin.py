@@ -76,7 +76,14 @@ def describe_record(ld: LockDir, entry: RecordEntry) -> dict[str, Any]:
 
 
 def list_leases(ld: LockDir) -> list[dict[str, Any]]:
-    """All records in the lock directory, plus any temp file a killed writer left."""
+    """All records in the lock directory, plus any temp file a killed writer left.
+
+    Raises LockDirError when the directory could be changed by another account: its
+    records then prove nothing.
+    """
+    if not os.path.lexists(ld.path):
+        return []
+    ld.verify()
     out = [describe_record(ld, e) for e in ld.records()]
     for tmp in ld.leftover_temp_files():
         out.append({"record": str(tmp), "state": "partial-temp-file",
@@ -89,6 +96,7 @@ def clear_lease(ld: LockDir, gpu: str, run_id: str) -> dict[str, Any]:
     if not ld.path.is_dir():
         raise ClearRefused(f"lock directory {ld.path} does not exist; there is nothing to clear")
     try:
+        ld.verify()
         with ld.registry(30.0):
             return _clear_locked(ld, gpu, run_id)
     except (LockDirError, RegistryBusy) as exc:

@@ -20,16 +20,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import getpass
 import json
 import os
+import pwd
 import re
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .trust import UntrustedDirectory, check_trusted_dir, make_private_dirs, open_regular, read_regular
 
 #: Environment variable that overrides the lock directory (after --lock-dir).
 LOCK_DIR_ENV = "RL_BENCH_LOCK_DIR"
@@ -47,11 +48,15 @@ class RegistryBusy(TimeoutError):
 
 
 def default_lock_dir() -> Path:
-    """/tmp/rl-bench-locks-<user>: host-local (never on a shared home), one per host account."""
+    """/tmp/rl-bench-locks-<user>: host-local (never on a shared home), one per host account.
+
+    The name comes from the effective uid's passwd entry, never from $USER/$LOGNAME,
+    so `sudo -E` cannot point root at another user's directory.
+    """
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry in some containers
-        user = str(os.getuid())
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # no passwd entry in some containers
+        user = str(os.geteuid())
     return Path("/tmp") / f"rl-bench-locks-{user}"
 
 
@@ -89,8 +94,7 @@ def _safe_name(uuid: str) -> str:
 
 def try_flock(path: Path, create: bool) -> int | None:
     """Open `path` and take a non-blocking exclusive flock: fd when locked, None when held elsewhere."""
-    flags = os.O_RDWR | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
-    fd = os.open(path, flags, 0o600)
+    fd = open_regular(path, os.O_RDWR | (os.O_CREAT if create else 0))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -104,7 +108,7 @@ def try_flock(path: Path, create: bool) -> int | None:
 def probe_held(path: Path) -> bool | None:
     """Whether some process holds the flock on `path` (None: no such file or cannot tell)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_regular(path)
     except OSError:
         return None
     try:
@@ -133,7 +137,7 @@ class LockDir:
     """One lock directory; all paths and atomic operations on it."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = Path(os.path.abspath(path))  # checked and used as the same string
 
     # paths -----------------------------------------------------------------
     @property
@@ -148,16 +152,21 @@ class LockDir:
 
     # setup -----------------------------------------------------------------
     def ensure(self) -> None:
-        """Create the directory (0700) if needed; refuse symlinks, non-directories and foreign owners."""
+        """Create the directory (0700, parents 0755) if needed, then `verify` it."""
         try:
-            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            st = os.lstat(self.path)
+            make_private_dirs(self.path)
+        except UntrustedDirectory as exc:
+            raise LockDirError(f"lock directory {self.path} refused: {exc}") from None
         except OSError as exc:
             raise LockDirError(f"lock directory {self.path} cannot be created: {exc.strerror or exc}") from None
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            raise LockDirError(f"lock directory {self.path} is not a plain directory")
-        if st.st_uid != os.getuid():
-            raise LockDirError(f"lock directory {self.path} belongs to uid {st.st_uid}, not to this account (uid {os.getuid()})")
+        self.verify()
+
+    def verify(self) -> None:
+        """Refuse a directory another account could change: see `trust` for the rules."""
+        try:
+            check_trusted_dir(self.path)
+        except UntrustedDirectory as exc:
+            raise LockDirError(f"lock directory {self.path} refused: {exc}") from None
 
     @contextlib.contextmanager
     def registry(self, timeout_s: float = 60.0, should_abort=lambda: False) -> Iterator[None]:
@@ -168,7 +177,9 @@ class LockDir:
                 fd = try_flock(self.registry_path, create=True)
                 if fd is not None:
                     break
-                if time.monotonic() > deadline or should_abort():
+                if should_abort():
+                    raise RegistryBusy(f"stopped waiting for registry lock {self.registry_path}: signal received")
+                if time.monotonic() > deadline:
                     raise RegistryBusy(f"registry lock {self.registry_path} stayed busy for {timeout_s:.0f} s")
                 time.sleep(0.05)
         except OSError as exc:
@@ -193,7 +204,7 @@ class LockDir:
                 continue
             path = self.path / name
             try:
-                data = json.loads(path.read_text())
+                data = json.loads(read_regular(path))
                 if not isinstance(data, dict) or not isinstance(data.get("devices"), list):
                     raise ValueError("not a lease record (no 'devices' list)")
                 out.append(RecordEntry(path, data))

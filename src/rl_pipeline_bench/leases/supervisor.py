@@ -117,7 +117,7 @@ class Supervisor:
             )
         except LeaseRefused as exc:
             self.say(str(exc))
-            return EXIT_REFUSED
+            return 128 + self.signals[0] if self.signals else EXIT_REFUSED
         if self.signals:
             return self._abort(lease, None, None, f"signal {self.signals[0]} before the command started")
         self._report_grant(lease)
@@ -162,8 +162,9 @@ class Supervisor:
             os.close(gate_w)  # gate reads EOF and exits without exec
         if child is not None:
             child.wait()
+        signals_before = len(self.signals)
         try:
-            lease.release()
+            lease.release(should_abort=lambda: len(self.signals) > signals_before)
         except (OSError, TimeoutError) as exc:
             self.say(f"command not started ({why}); could not remove record {lease.record_path}: {exc}")
             return EXIT_CLEANUP_UNCONFIRMED
@@ -204,10 +205,18 @@ class Supervisor:
                      f"{self.cleanup_timeout_s:g} s: {lines}. Record {lease.record_path} kept; it blocks "
                      f"{lease.cuda_visible_devices} until a person clears it (command exit code {code})")
             return EXIT_CLEANUP_UNCONFIRMED
+        signals_before = len(self.signals)
         try:
-            lease.release()
+            lease.release(should_abort=lambda: len(self.signals) > signals_before)
         except (OSError, TimeoutError) as exc:
-            self.say(f"command exited {code} but record {lease.record_path} could not be removed: {exc}")
+            if lease.record_path.exists():
+                try:
+                    lease.update(status="cleanup_unconfirmed", ended_at=utc_now(), exit_code=code, cleanup_error=str(exc))
+                except OSError:
+                    pass
+            lease.drop_locks()
+            self.say(f"command exited {code} but record {lease.record_path} could not be removed ({exc}); "
+                     f"it is kept and blocks {lease.cuda_visible_devices} until a person clears it")
             return EXIT_CLEANUP_UNCONFIRMED
         self.say(f"run {lease.run_id} released {lease.cuda_visible_devices} (command exit code {code})")
         return code

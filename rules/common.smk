@@ -13,7 +13,7 @@ SUITE = get_suite(config)
 
 
 def _check_topology(suite):
-    """Framework backends: refuse an impossible topology/model/GPU count at DAG time."""
+    """Refuse, at DAG time, a suite its backends' descriptors cannot run (device, GPUs, model, topology)."""
     from rl_pipeline_bench.topology import preflight as topology_preflight
 
     for backend in suite["backends"]:

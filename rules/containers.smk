@@ -18,7 +18,7 @@ rule image_build:
     log:
         "logs/images/{backend}.log",
     wildcard_constraints:
-        backend="reference|art|skyrl",
+        backend=BACKEND_PATTERN,
     params:
         root=str(_CtrPath(workflow.basedir).resolve()),
     shell:

@@ -1,7 +1,9 @@
 # Recipe and source identities as file targets.
 #
 # results/provenance/recipes/{backend}.json: sha256 over the backend's recipe files
-# (Dockerfile, envs/ pins, setup script, env wrapper, driver code) and their list.
+# (containers/{backend}/: Dockerfile, setup script, env wrapper, pins; containers/common/;
+# its driver package; files its pins name) and their list. {backend} is any registered
+# backend (a package under src/rl_pipeline_bench/backends/ of this workflow's tree).
 # results/provenance/source.json: sha256 over the benchmark's Python and workflow files.
 # Inputs are the hashed files themselves, so any edit, addition or removal re-runs
 # the rule. Needs only the repository (the main Snakefile's directory). The module
@@ -11,8 +13,11 @@ from pathlib import Path as _ProvPath
 import os as _prov_os
 
 from rl_pipeline_bench import provenance as _prov
+from rl_pipeline_bench.backends import names as _backend_names
 
 _PROV_ROOT = _ProvPath(workflow.basedir).resolve()
+#: Wildcard pattern of the registered backends (one alternative per backend package).
+BACKEND_PATTERN = "|".join(_backend_names(_PROV_ROOT))
 
 
 rule recipe_hash:
@@ -23,7 +28,7 @@ rule recipe_hash:
     log:
         "logs/provenance/recipe_{backend}.log",
     wildcard_constraints:
-        backend="reference|art|skyrl",
+        backend=BACKEND_PATTERN,
     params:
         root=str(_PROV_ROOT),
     shell:

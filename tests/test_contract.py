@@ -17,12 +17,15 @@ from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench import cli
 from rl_pipeline_bench.contract import (
-    REASON_CODES,
     ContractSettings,
     interval_union_length,
     summarize,
     summarize_to_file,
 )
+from rl_pipeline_bench.contract import reason_codes as all_reason_codes
+
+#: The contract's codes plus the registered backends' own (ART's autotuner check).
+REASON_CODES = all_reason_codes()
 from rl_pipeline_bench.evidence import CALLS, INTERVALS, MANIFEST, UPDATES, atomic_write_table
 
 ROOT = Path(__file__).resolve().parents[1]

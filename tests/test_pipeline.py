@@ -17,29 +17,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from rl_pipeline_bench.paths import ROOT
+from workflow_copy import copy_repo
+from workflow_copy import scheduled_jobs as _jobs
+from workflow_copy import snakemake as _snakemake
 
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
-_SKIP = shutil.ignore_patterns(".venv", ".git", "results", "reports", "logs", ".snakemake", "__pycache__",
-                               ".pytest_cache", ".whl", ".gl", ".scratch", ".venv-*")
-
-
-def _snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    env = dict(os.environ, RL_BENCH_ROOT=str(workdir), PYTHONUNBUFFERED="1")
-    # `bench` must be on PATH for shell rules; it sits next to this interpreter.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args],
-                          cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        print(proc.stdout[-6000:], proc.stderr[-6000:])
-    return proc
 
 
 @pytest.fixture(scope="module")
 def smoke_workdir(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("pipeline") / "repo"
-    shutil.copytree(ROOT, workdir, ignore=_SKIP, symlinks=True)
+    workdir = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
     proc = _snakemake(workdir, "reports/comparison.html")
     assert proc.returncode == 0, "smoke pipeline failed"
     return workdir
@@ -91,12 +78,6 @@ def test_report_rebuilds_from_evidence_without_rerunning(smoke_workdir):
     assert _run_dirs(smoke_workdir) == before, "a report target must never re-run a benchmark"
     rebuilt = {p.name: p.read_bytes() for p in (smoke_workdir / "reports/tables").glob("*.csv")}
     assert rebuilt == tables
-
-
-def _jobs(proc: subprocess.CompletedProcess) -> str:
-    """The rule names Snakemake scheduled, from its job-stats table."""
-    text = proc.stdout + proc.stderr
-    return text.split("Job stats:", 1)[1].split("Select jobs", 1)[0] if "Job stats:" in text else ""
 
 
 def test_touching_inputs_does_not_rerun_benchmarks(smoke_workdir):

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from rl_pipeline_bench import backends as registry
 from rl_pipeline_bench import provenance
 from rl_pipeline_bench.provenance import ProvenanceError
 
 REPO = Path(__file__).resolve().parents[1]
+BACKENDS = registry.names(REPO)
 
 
-def copy_tree(dest: Path, backends=provenance.BACKENDS) -> Path:
+def copy_tree(dest: Path, backends=BACKENDS) -> Path:
     """A scratch copy of the real recipe and source files (so edits never touch the checkout)."""
     files = set(provenance.source_files(REPO))
     for b in backends:
@@ -40,12 +42,24 @@ def test_hash_is_independent_of_order(tmp_path):
 
 def test_every_backend_has_a_complete_recipe():
     manifest = provenance.recipe_manifest(REPO)
-    assert set(manifest) == {"reference", "art", "skyrl"}
+    assert set(manifest) == {"reference", "art", "skyrl"} == set(BACKENDS)
     assert len(set(manifest.values())) == 3  # distinct recipes, distinct hashes
-    for b in provenance.BACKENDS:
+    for b in BACKENDS:
         files = provenance.recipe_files(b, REPO)
-        assert f"containers/{b}/Dockerfile" in files and f"envs/{b}/pins.env" in files
-        assert f"containers/setup_{b}.sh" in files and f"containers/{b}_env.sh" in files
+        for name in ("Dockerfile", "setup.sh", "env.sh", "pins.env"):
+            assert f"containers/{b}/{name}" in files
+        assert f"src/rl_pipeline_bench/backends/{b}/__init__.py" in files
+        # One folder is one recipe: nothing of another backend's folder or package.
+        others = [o for o in BACKENDS if o != b]
+        assert not [f for f in files if any(f.startswith((f"containers/{o}/", f"src/rl_pipeline_bench/backends/{o}/")) for o in others)]
+    assert {"pyproject.toml", "uv.lock"} <= set(provenance.recipe_files("reference", REPO))
+    assert "uv.lock" not in provenance.recipe_files("art", REPO)
+
+
+def test_recipe_folders_and_backend_packages_match():
+    """Every registered backend has a recipe folder and every recipe folder a backend."""
+    folders = {p.name for p in (REPO / "containers").iterdir() if p.is_dir() and p.name != "common"}
+    assert folders == set(BACKENDS)
 
 
 def test_pins_are_the_seed_commits():
@@ -57,7 +71,7 @@ def test_one_changed_byte_changes_only_its_recipe(tmp_path):
     root = copy_tree(tmp_path)
     before = provenance.recipe_manifest(root)
     src_before = provenance.source_manifest(root)
-    pins = root / "envs" / "art" / "pins.env"
+    pins = root / "containers" / "art" / "pins.env"
     data = bytearray(pins.read_bytes())
     data[-2] ^= 1
     pins.write_bytes(bytes(data))
@@ -102,13 +116,17 @@ def test_incomplete_recipe_names_missing_files(tmp_path):
     (root / "containers" / "skyrl" / "Dockerfile").unlink()
     with pytest.raises(ProvenanceError, match="skyrl.*missing containers/skyrl/Dockerfile"):
         provenance.recipe_record("skyrl", root)
-    with pytest.raises(ProvenanceError, match="unknown backend 'vllm'"):
+    with pytest.raises(ProvenanceError, match="unknown backend 'vllm' \\(registered backends: art, reference, skyrl\\)"):
         provenance.recipe_files("vllm", root)
+    (root / "containers" / "reference" / "env.sh").unlink()
+    (root / "uv.lock").unlink()
+    with pytest.raises(ProvenanceError, match="missing containers/reference/env.sh, uv.lock"):
+        provenance.recipe_files("reference", root)
 
 
 def test_bad_pins_line(tmp_path):
     root = copy_tree(tmp_path)
-    (root / "envs" / "art" / "pins.env").write_text("ART_COMMIT 2ebf\n")
+    (root / "containers" / "art" / "pins.env").write_text("ART_COMMIT 2ebf\n")
     with pytest.raises(ProvenanceError, match=r"pins.env:1: expected KEY=VALUE"):
         provenance.read_pins("art", root)
 
@@ -164,7 +182,7 @@ def test_provenance_rules_write_records(tmp_path):
     art = json.loads((root / "results/provenance/recipes/art.json").read_text())
     assert art["sha256"] == provenance.recipe_record("art", root)["sha256"]
     assert json.loads((root / "results/provenance/source.json").read_text())["sha256"] == provenance.source_manifest(root)
-    (root / "containers" / "art_env.sh").write_text((root / "containers" / "art_env.sh").read_text() + "# changed\n")
+    (root / "containers" / "art" / "env.sh").write_text((root / "containers" / "art" / "env.sh").read_text() + "# changed\n")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((root / "results/provenance/recipes/art.json").read_text())["sha256"] != art["sha256"]
@@ -180,13 +198,13 @@ def test_setup_never_touches_an_existing_prefix(tmp_path):
     prefix = tmp_path / "prefix"
     prefix.mkdir()
     (prefix / "something").write_text("user data")
-    for backend in provenance.BACKENDS:
-        proc = _bash(f"setup_{backend}.sh", {"RL_BENCH_ENV_ROOT": str(prefix)})
+    for backend in BACKENDS:
+        proc = _bash(f"{backend}/setup.sh", {"RL_BENCH_ENV_ROOT": str(prefix)})
         assert proc.returncode != 0 and "exists and is not empty" in proc.stderr, proc.stderr
     assert sorted(p.name for p in prefix.iterdir()) == ["something"]
-    proc = _bash("setup_reference.sh", {"RL_BENCH_ENV_ROOT": "relative/prefix"})
+    proc = _bash("reference/setup.sh", {"RL_BENCH_ENV_ROOT": "relative/prefix"})
     assert proc.returncode != 0 and "must be absolute" in proc.stderr
-    proc = _bash("setup_art.sh", {})
+    proc = _bash("art/setup.sh", {})
     assert proc.returncode != 0 and "set RL_BENCH_ENV_ROOT" in proc.stderr
 
 
@@ -203,25 +221,25 @@ def _fake_prefix(tmp_path: Path, backend: str, venv: str) -> Path:
 def test_env_wrappers_activate_only_a_provisioned_prefix(tmp_path):
     prefix = _fake_prefix(tmp_path, "reference", "reference/.venv")
     show = ["bash", "-c", 'echo "$RL_BENCH_RUNTIME|$RL_BENCH_BACKEND|$VIRTUAL_ENV|$RL_BENCH_SETUP_MANIFEST_DIR|$(command -v python)"']
-    proc = _bash("reference_env.sh", {"RL_BENCH_ENV_ROOT": str(prefix)}, *show)
+    proc = _bash("reference/env.sh", {"RL_BENCH_ENV_ROOT": str(prefix)}, *show)
     assert proc.returncode == 0, proc.stderr
     venv = prefix / "reference" / ".venv"
     assert proc.stdout.strip() == f"native|reference|{venv}|{prefix}/setup_manifests|{venv}/bin/python"
 
     (prefix / "setup_manifests" / "reference.json").unlink()
-    proc = _bash("reference_env.sh", {"RL_BENCH_ENV_ROOT": str(prefix)}, "true")
+    proc = _bash("reference/env.sh", {"RL_BENCH_ENV_ROOT": str(prefix)}, "true")
     assert proc.returncode != 0 and "setup_manifests/reference.json is missing" in proc.stderr
 
     art = _fake_prefix(tmp_path, "art", "art/.venv")
-    proc = _bash("art_env.sh", {"RL_BENCH_ENV_ROOT": str(art)}, "true")
+    proc = _bash("art/env.sh", {"RL_BENCH_ENV_ROOT": str(art)}, "true")
     assert proc.returncode != 0 and "CUDA_HOME" in proc.stderr
-    proc = _bash("art_env.sh", {"RL_BENCH_ENV_ROOT": str(art), "CUDA_HOME": str(tmp_path)}, "true")
+    proc = _bash("art/env.sh", {"RL_BENCH_ENV_ROOT": str(art), "CUDA_HOME": str(tmp_path)}, "true")
     assert proc.returncode != 0 and "no bin/nvcc" in proc.stderr
 
     sky = _fake_prefix(tmp_path, "skyrl", "skyrl/.venv")
-    proc = _bash("skyrl_env.sh", {"RL_BENCH_ENV_ROOT": str(sky)}, "bash", "-c", 'echo "$RL_BENCH_SKYRL_SOURCE"')
+    proc = _bash("skyrl/env.sh", {"RL_BENCH_ENV_ROOT": str(sky)}, "bash", "-c", 'echo "$RL_BENCH_SKYRL_SOURCE"')
     assert proc.returncode == 0 and proc.stdout.strip() == f"{sky}/skyrl"
-    proc = _bash("skyrl_env.sh", {"RL_BENCH_ENV_ROOT": str(sky), "SKYRL_USE_CUDA_COMPAT": "1"}, "true")
+    proc = _bash("skyrl/env.sh", {"RL_BENCH_ENV_ROOT": str(sky), "SKYRL_USE_CUDA_COMPAT": "1"}, "true")
     assert proc.returncode != 0 and "nvidia/cuda_compat/lib" in proc.stderr
-    proc = _bash("skyrl_env.sh", {"RL_BENCH_ENV_ROOT": str(sky)})
+    proc = _bash("skyrl/env.sh", {"RL_BENCH_ENV_ROOT": str(sky)})
     assert proc.returncode != 0 and "usage" in proc.stderr

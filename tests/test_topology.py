@@ -8,13 +8,13 @@ import re
 import pytest
 
 from rl_pipeline_bench.config import ConfigError, get_suite, load_config
+from rl_pipeline_bench.backends.art.contract import TOPOLOGY as ART_TOPOLOGY
+from rl_pipeline_bench.backends.skyrl.contract import TOPOLOGY as SKYRL_TOPOLOGY
+from rl_pipeline_bench.backends.skyrl.contract import skyrl_workers
 from rl_pipeline_bench.topology import (
-    ART_TOPOLOGY,
-    SKYRL_TOPOLOGY,
     Topology,
     is_supplemental,
     preflight,
-    skyrl_workers,
     suite_problems,
     variant_label,
 )
@@ -99,10 +99,10 @@ def test_rank_one_is_supplemental(config):
 def test_backend_run_checks_the_suite_before_importing_the_framework(config, backend):
     from types import SimpleNamespace
 
-    from rl_pipeline_bench.backends import get_backend, trainer_ranks
+    from rl_pipeline_bench.backends import get
 
-    module = get_backend(backend)
-    assert trainer_ranks(module, get_suite(config, "comparison")) == [0]
+    descriptor = get(backend)
+    assert list(descriptor.trainer_ranks(get_suite(config, "comparison"))) == [0]
     ctx = SimpleNamespace(config=config, suite=get_suite(config, "smoke"))
     with pytest.raises(ConfigError, match=rf"suites/smoke/gpus': {backend} needs exactly 4 GPUs"):
-        module.run(ctx)
+        descriptor.run(ctx)

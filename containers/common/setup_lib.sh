@@ -1,4 +1,4 @@
-# Shared steps of containers/setup_{backend}.sh (sourced, not run).
+# Shared steps of containers/{backend}/setup.sh (sourced, not run).
 # A setup provisions a FRESH prefix (RL_BENCH_ENV_ROOT) and records what it did in
 # PREFIX/setup_manifests/; it never repairs or mutates an existing environment.
 # Phases (RL_BENCH_SETUP_PHASE): env = the backend's pinned environment,
@@ -8,11 +8,11 @@
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PHASE=${RL_BENCH_SETUP_PHASE:-all}
 
-say() { echo "setup_${BACKEND}: $*"; }
-die() { echo "setup_${BACKEND}: error: $*" >&2; exit 1; }
+say() { echo "${BACKEND}/setup.sh: $*"; }
+die() { echo "${BACKEND}/setup.sh: error: $*" >&2; exit 1; }
 
 load_pins() {
-    local pins="$REPO_ROOT/envs/$BACKEND/pins.env"
+    local pins="$REPO_ROOT/containers/$BACKEND/pins.env"
     [ -f "$pins" ] || die "missing $pins"
     set -a
     # shellcheck disable=SC1090
@@ -71,14 +71,17 @@ checkout_pinned() {  # repo commit dest
     [ "$head" = "$commit" ] || die "$dest is at $head, not the pinned $commit"
 }
 
-# Install this benchmark (non-editable: the prefix keeps the code it was set up with)
-# plus its runtime needs, then write the setup manifest with the prefix's Python.
+# What the benchmark package needs inside a framework's own environment (a recipe
+# whose environment is not the project's uv.lock calls this before recording).
+install_bench_runtime() {  # python
+    uv pip install --python "$1" -r "$REPO_ROOT/containers/common/bench-runtime.txt" || die "installing benchmark runtime needs failed"
+}
+
+# Install this benchmark (non-editable: the prefix keeps the code it was set up with),
+# then write the setup manifest with the prefix's Python.
 install_bench_and_record() {  # python [fact ...]
     local py=$1; shift
     uv pip install --python "$py" --no-deps "$REPO_ROOT" || die "installing the benchmark into $py failed"
-    if [ "$BACKEND" != reference ]; then
-        uv pip install --python "$py" -r "$REPO_ROOT/envs/common/bench-runtime.txt" || die "installing benchmark runtime needs failed"
-    fi
     local facts=(--fact "uv=$(uv --version)")
     for f in "$@"; do facts+=(--fact "$f"); done
     PYTHONPATH="$REPO_ROOT/src" "$py" -m rl_pipeline_bench.provenance setup-manifest \

@@ -1,8 +1,10 @@
 """Config loading and validation: one place that turns config.yaml into checked settings.
 
-Snakemake validates the same file against the same JSON schema at DAG build time;
-this module adds the cross-field checks a schema cannot express and resolves a
-suite by name, so the CLI and the workflow refuse bad input identically.
+The JSON schema is `schemas/config.schema.yaml` completed from the backend registry
+(the allowed backend names, each backend's own suite keys and config section), so
+it cannot drift from the registered backends. The workflow (rules/common.smk) and
+the CLI both validate through `validate_config`, which adds the cross-field checks
+a schema cannot express, so they refuse bad input identically.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import yaml
 from .paths import CONFIG_PATH, SCHEMA_PATH
 
 WORKLOADS = ("multi_turn", "long_generation", "tool_history", "multi_turn_salted")
-BACKENDS = ("reference", "art", "skyrl")
 
 
 class ConfigError(ValueError):
@@ -35,9 +36,37 @@ def _format_schema_error(err: jsonschema.ValidationError) -> str:
     return msg
 
 
+def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
+    """The config schema file completed from the backend registry (what `bench schema` prints).
+
+    Adds the enum of registered backends, every backend's own suite keys
+    (`Backend.suite_schema`) and its top-level section (`Backend.config_schema`).
+    """
+    from .backends import registered
+
+    backends = registered()
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    suite = schema["properties"]["suites"]["additionalProperties"]
+    suite["properties"]["backends"]["items"] = {"enum": [b.name for b in backends]}
+    owners: dict[str, str] = {}
+    for backend in backends:
+        for key, sub in backend.suite_schema.items():
+            if key in suite["properties"]:
+                raise ConfigError(f"backend '{backend.name}' adds suite key '{key}', which "
+                                  f"{owners.get(key, 'the base schema')} already defines")
+            suite["properties"][key] = copy.deepcopy(dict(sub))
+            owners[key] = f"backend '{backend.name}'"
+        if backend.config_schema is not None:
+            if backend.name in schema["properties"]:
+                raise ConfigError(f"backend '{backend.name}' config section clashes with the config key '{backend.name}'")
+            schema["properties"][backend.name] = copy.deepcopy(dict(backend.config_schema))
+            schema["required"].append(backend.name)
+    return schema
+
+
 def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:
     """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = config_schema(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:

@@ -52,8 +52,17 @@ REASON_CODES: dict[str, str] = {
     "trainer_ranks_missing": "an expected trainer rank has no interval for a headline update",
     "trainer_ranks_unexpected": "a trainer interval comes from a rank the contract does not expect",
     "window_nonpositive": "a measurement window or trainer union is zero or negative",
-    "autotuner_unhealthy": "an ART run recorded no healthy online-autotuner metrics",
 }
+
+
+def reason_codes() -> dict[str, str]:
+    """The contract's reason codes plus those of every registered backend's own evidence checks."""
+    from .backends import registered
+
+    codes = dict(REASON_CODES)
+    for backend in registered():
+        codes.update(backend.reason_codes)
+    return codes
 
 
 @dataclass(frozen=True)
@@ -212,13 +221,15 @@ def _check_status(manifest: dict | None, reasons: list[str]) -> None:
         reasons.append(f"status_not_completed: {detail}")
 
 
-def _check_autotuner(manifest: dict | None, reasons: list[str]) -> None:
-    """ART's contract includes online autotuning; a run without its metrics is not that contract."""
-    if not manifest or manifest.get("backend") != "art":
-        return
-    health = manifest.get("art_autotuner")
-    if not isinstance(health, dict) or not health.get("available"):
-        reasons.append("autotuner_unhealthy: the ART run recorded no online-autotuner metrics (manifest art_autotuner)")
+def _check_backend(manifest: dict | None, reasons: list[str]) -> None:
+    """The run's backend's own validity checks (its descriptor's evidence_checks)."""
+    from . import backends
+
+    name = (manifest or {}).get("backend")
+    if name not in backends.names():
+        return  # evidence of a backend this installation does not register: only the common contract applies
+    for check in backends.get(name).evidence_checks:
+        reasons.extend(check(manifest))
 
 
 def _check_updates(updates: pd.DataFrame, settings: ContractSettings, reasons: list[str]) -> None:
@@ -365,7 +376,7 @@ def summarize_evidence(ev: Evidence) -> dict:
     m = manifest or {}
     settings, contract = _settings_from_manifest(manifest, reasons)
     _check_status(manifest, reasons)
-    _check_autotuner(manifest, reasons)
+    _check_backend(manifest, reasons)
     offered = _offered_per_update(contract, manifest, reasons)
     expected = _expected_ranks(contract, manifest, reasons)
 

@@ -12,7 +12,7 @@ import re
 import socket
 import sys
 from importlib import metadata
-from typing import Mapping
+from typing import Mapping, Sequence
 
 REDACTED = "<redacted>"
 
@@ -52,14 +52,14 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     return redact_value(text)
 
 
-_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "numpy", "nvidia-ml-py",
-             "huggingface-hub", "safetensors", "tokenizers", "docker",
-             "openpipe-art", "skyrl", "skyrl-train", "vllm", "megatron-core", "rl-pipeline-bench")
+#: Recorded for every run; a backend adds its own (its descriptor's `packages`).
+COMMON_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "numpy", "nvidia-ml-py",
+                   "huggingface-hub", "safetensors", "tokenizers", "docker", "rl-pipeline-bench")
 
 
-def package_versions(names=_PACKAGES) -> dict[str, str | None]:
+def package_versions(names: Sequence[str] = COMMON_PACKAGES) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
-    for n in names:
+    for n in dict.fromkeys(names):
         try:
             out[n] = metadata.version(n)
         except metadata.PackageNotFoundError:
@@ -108,9 +108,10 @@ def cuda_toolkit() -> dict[str, str | None]:
     return {"cuda_home": home, "toolkit_version": version}
 
 
-def host_info() -> dict:
+def host_info(packages: Sequence[str] = ()) -> dict:
     """What machine and software a run executed on: OS, kernel, driver, CUDA, Python, packages.
 
+    packages: the run's backend's own distributions, recorded beside COMMON_PACKAGES.
     GPUs themselves are recorded by the lease (index, UUID, name); this is the host.
     """
     info = {
@@ -122,7 +123,7 @@ def host_info() -> dict:
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "cpu_count": os.cpu_count(),
-        "packages": package_versions(),
+        "packages": package_versions((*COMMON_PACKAGES, *packages)),
         "nvidia": nvidia_driver(),
         "cuda_toolkit": cuda_toolkit(),
     }

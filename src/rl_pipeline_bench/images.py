@@ -133,7 +133,7 @@ def build_image(
     pins = provenance.read_pins(backend, root)
     base = base_image or os.environ.get("RL_BENCH_BASE_IMAGE") or pins.get("RL_BENCH_BASE_IMAGE")
     if not base:
-        raise ImageError(f"no base image: set RL_BENCH_BASE_IMAGE in envs/{backend}/pins.env")
+        raise ImageError(f"no base image: set RL_BENCH_BASE_IMAGE in containers/{backend}/pins.env")
     args = {"BASE_IMAGE": base, "RL_BENCH_RECIPE_SHA256": recipe["sha256"], "RL_BENCH_SOURCE_SHA256": source["sha256"]}
     args.update(build_args or {})
     client = client or engine_client()

@@ -1,9 +1,11 @@
 """Recipe and source identities: sha256 over the exact files that define what ran.
 
 A result is only traceable if we can say which recipe built its environment and which
-benchmark code drove it. A recipe hash covers one backend's container recipe, pinned
-environment (`envs/`), native setup script, env wrapper and driver code; the source hash
-covers the benchmark's Python and workflow files. Both are order-independent digests
+benchmark code drove it. A backend's recipe is its folder `containers/<name>/`
+(Dockerfile, native setup script, env wrapper, pins), the shared `containers/common/`,
+its driver package and the repository files its pins name (`RL_BENCH_RECIPE_FILES`);
+the recipe hash covers exactly those files. The source hash covers the benchmark's
+Python and workflow files. Both are order-independent digests
 of `sha256sum`-style lines, so `sha256sum` can check any single file by hand.
 
 Standard library only: the same module runs inside images to recompute what was baked.
@@ -18,35 +20,31 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from . import backends
 from .paths import ROOT
 
 RECIPE_SCHEMA = "rl-bench/recipe/v1"
 SOURCE_SCHEMA = "rl-bench/source/v1"
-BACKENDS = ("reference", "art", "skyrl")
 
 # Caches and editor droppings never change what runs; ignoring them keeps hashes stable.
 _IGNORED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".snakemake", ".ipynb_checkpoints"}
 _IGNORED_SUFFIXES = (".pyc", ".pyo", "~", ".swp", ".orig", ".rej")
 _IGNORED_NAMES = {".DS_Store"}
 
-# Per backend: files that must exist (the recipe is incomplete without them) and
-# optional patterns (driver code, shared container helpers) hashed when present.
-_RECIPE_REQUIRED = (
-    "containers/{b}/Dockerfile",
-    "containers/{b}_env.sh",
-    "containers/setup_{b}.sh",
-    "envs/{b}/**/*",
-)
+#: A backend's recipe folder; one folder is one recipe.
+RECIPE_DIR = "containers/{b}"
+#: Files every recipe folder must hold (the recipe is incomplete without them).
+RECIPE_REQUIRED = ("Dockerfile", "setup.sh", "env.sh", "pins.env")
+# Hashed with the recipe when present: the rest of its folder, the shared container
+# helpers and the backend's driver package.
 _RECIPE_OPTIONAL = (
     "containers/{b}/**/*",
     "containers/common/**/*",
-    "envs/common/**/*",
-    "src/rl_pipeline_bench/backends/{b}.py",
-    "src/rl_pipeline_bench/backends/{b}_*.py",
     "src/rl_pipeline_bench/backends/{b}/**/*",
 )
-# Backend-specific required files: the reference environment *is* the project's lock.
-_RECIPE_EXTRA = {"reference": ("pyproject.toml", "uv.lock")}
+#: Pins key naming repository files outside the folder that the recipe builds from
+#: (space-separated; the reference environment is the project's own pyproject.toml + uv.lock).
+RECIPE_FILES_PIN = "RL_BENCH_RECIPE_FILES"
 # The benchmark's own code and workflow. config.yaml, model build configs and
 # profiles are inputs recorded elsewhere (manifest, model identity), not source.
 SOURCE_PATTERNS = (
@@ -95,23 +93,23 @@ def hash_files(root: Path | str, relpaths: Iterable[str]) -> tuple[str, dict[str
     return hashlib.sha256(lines.encode()).hexdigest(), files
 
 
-def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ProvenanceError(f"unknown backend '{backend}' (known backends: {', '.join(BACKENDS)})")
+def check_backend(backend: str, root: Path | str = ROOT) -> str:
+    """`backend` if it is registered in the tree at root (a package under its backends/)."""
+    known = backends.names(root)
+    if backend not in known:
+        raise ProvenanceError(f"unknown backend '{backend}' (registered backends: {', '.join(known)})")
     return backend
 
 
 def recipe_files(backend: str, root: Path | str = ROOT) -> list[str]:
     """The backend's recipe files; raises naming any required file that is missing."""
-    check_backend(backend)
+    check_backend(backend, root)
     root = Path(root)
-    missing = []
-    required: list[str] = []
-    for pattern in _RECIPE_REQUIRED + _RECIPE_EXTRA.get(backend, ()):
-        hits = expand(root, [pattern.format(b=backend)])
-        if not hits:
-            missing.append(pattern.format(b=backend))
-        required.extend(hits)
+    folder = RECIPE_DIR.format(b=backend)
+    required = [f"{folder}/{name}" for name in RECIPE_REQUIRED]
+    if (root / folder / "pins.env").is_file():
+        required += read_pins(backend, root).get(RECIPE_FILES_PIN, "").split()
+    missing = [rel for rel in required if not (root / rel).is_file()]
     if missing:
         raise ProvenanceError(f"recipe for backend '{backend}' under {root} is incomplete: missing {', '.join(missing)}")
     optional = expand(root, [p.format(b=backend) for p in _RECIPE_OPTIONAL])
@@ -125,8 +123,8 @@ def recipe_record(backend: str, root: Path | str = ROOT) -> dict[str, Any]:
 
 
 def recipe_manifest(root: Path | str = ROOT) -> dict[str, str]:
-    """{backend: recipe sha256} for every backend (the seed's Kubernetes source record uses this)."""
-    return {b: recipe_record(b, root)["sha256"] for b in BACKENDS}
+    """{backend: recipe sha256} for every registered backend (the seed's Kubernetes source record uses this)."""
+    return {b: recipe_record(b, root)["sha256"] for b in backends.names(root)}
 
 
 def source_files(root: Path | str = ROOT) -> list[str]:
@@ -168,15 +166,15 @@ def write_json_atomic(data: Mapping[str, Any], path: Path | str) -> Path:
     return path
 
 
-# --- pinned environments (envs/{backend}/pins.env) ------------------------------------
+# --- pinned environments (containers/{backend}/pins.env) ------------------------------
 
 def read_pins(backend: str, root: Path | str = ROOT) -> dict[str, str]:
     """KEY=VALUE pins of a backend's environment; the same file the shell recipes source."""
     import shlex
 
-    path = Path(root) / "envs" / check_backend(backend) / "pins.env"
+    path = Path(root) / RECIPE_DIR.format(b=check_backend(backend, root)) / "pins.env"
     if not path.is_file():
-        raise ProvenanceError(f"no pins file {path}: every backend's environment is pinned in envs/{backend}/pins.env")
+        raise ProvenanceError(f"no pins file {path}: every backend's environment is pinned in containers/{backend}/pins.env")
     pins: dict[str, str] = {}
     for n, line in enumerate(path.read_text().splitlines(), 1):
         line = line.strip()
@@ -217,7 +215,7 @@ def setup_manifest(backend: str, prefix: Path | str, root: Path | str = ROOT, *,
                    facts: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a setup script provisioned: recipe/source identity, pins, interpreter, packages.
 
-    Written by containers/setup_{backend}.sh into PREFIX/setup_manifests/ with the
+    Written by containers/{backend}/setup.sh into PREFIX/setup_manifests/ with the
     prefix's own interpreter, so the package list is what that environment holds.
     """
     import platform
@@ -245,8 +243,8 @@ def load_setup_manifests(env_root: Path | str) -> dict[str, Any]:
     folder = Path(env_root) / "setup_manifests"
     if not folder.is_dir():
         raise ProvenanceError(
-            f"{env_root} has no setup_manifests/: it was not provisioned by containers/setup_*.sh. "
-            "Provision a fresh prefix with `RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/setup_BACKEND.sh`."
+            f"{env_root} has no setup_manifests/: it was not provisioned by containers/*/setup.sh. "
+            "Provision a fresh prefix with `RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/BACKEND/setup.sh`."
         )
     out = {}
     for path in sorted(folder.glob("*.json")):

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from . import workloads as wl
-from .backends import get_backend, trainer_ranks
+from . import backends
 from .config import ConfigError, Suite, check_member
 from .evidence import EvidenceWriter, atomic_write_json, new_run_id
 from .hostinfo import host_info
@@ -108,15 +108,16 @@ def execute_run(
     command: list[str] | None = None,
 ) -> int:
     """Run one (suite, backend, workload, trial); return the process exit code."""
-    check_member("backend", backend, list(suite["backends"]))
+    descriptor = backends.get(backend)  # an unknown name fails listing the registered backends
+    if backend not in suite["backends"]:
+        raise ConfigError(f"backend '{backend}' is not in suite '{suite.name}' (its backends: {', '.join(suite['backends'])})")
     check_member("workload", workload, list(suite["workloads"]))
     if not 1 <= trial <= suite["trials"]:
         raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for suite '{suite.name}'")
-    module = get_backend(backend)
     model = load_model_record(Path(model_record))
     spec, plan = offered_plan_for(config, suite, workload, plan_path)
     contract = dict(suite.contract)
-    contract["trainer_ranks"] = trainer_ranks(module, suite)
+    contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]
     contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
 
     recipe = _read_json(recipe_record) or {}
@@ -144,19 +145,18 @@ def execute_run(
         "scale": suite["scale"],
         "seed": config["seed"],
         **_lease_fields(),
-        "host": host_info(),
+        "host": host_info(descriptor.packages),
         "command": shlex.join(command or sys.argv),
         "env": dict(os.environ),
     }
-    preload = getattr(module, "preload", None)
-    if callable(preload):  # heavy framework imports happen before the evidence clock starts
-        preload()
+    if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
+        descriptor.preload()
     run_id = new_run_id(suite.name, backend, workload, trial)
     writer = EvidenceWriter(Path(evidence_dir_root or evidence_root()), run_id, manifest)
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
     ctx = RunContext(config, suite, backend, workload, spec, trial, plan, model, suite["device"], writer, contract)
     try:
-        module.run(ctx)
+        descriptor.run(ctx)
     except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
         writer.logger.error("run failed: %s", exc)
         writer.finish("failed", error="".join(traceback.format_exception(exc)))

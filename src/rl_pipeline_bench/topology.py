@@ -1,9 +1,10 @@
-"""Measurement-contract topology for the framework backends, checked before any lease.
+"""Suite checks against a backend's descriptor, run at DAG time and before any lease.
 
-The contract fixes, per framework, the GPU split (two training, two inference),
-the Megatron parallel layout, the LoRA shape and SkyRL's batch/worker pairs. A
-suite that asks for something the framework cannot satisfy fails here with a
-ConfigError naming the config key, before a GPU is reserved.
+A backend's descriptor (rl_pipeline_bench.backends) fixes what its runs need: the
+device, the GPU count and split, the Megatron parallel layout (`Topology`), the
+supported models, plus its own checks (e.g. SkyRL's batch/worker pairs). A suite
+that asks for something the backend cannot satisfy fails here with a ConfigError
+naming the config key, before a GPU is reserved.
 """
 
 from __future__ import annotations
@@ -13,24 +14,10 @@ from typing import Any
 
 from .config import ConfigError, Suite, get_suite
 
-FRAMEWORK_BACKENDS = ("art", "skyrl")
-
-#: Models whose native support (ART's registry, SkyRL's Megatron bridge) the contract covers.
-SUPPORTED_MODELS: dict[str, tuple[str, ...]] = {
-    "art": ("Qwen/Qwen3.5-35B-A3B",),
-    "skyrl": ("Qwen/Qwen3.5-35B-A3B",),
-}
-REQUIRED_GPUS = 4
-TRAIN_GPUS = 2
-INFERENCE_GPUS = 2
 CONTRACT_LORA_RANK = 8
 LORA_ALPHA = 32
-#: SkyRL batch (groups per update) -> number of parallel generation workers.
-SKYRL_WORKERS = {4: 12, 1: 3}
-SKYRL_STALENESS = 4
-ART_MAX_POLICY_AGE = 4
-ART_PACKED_SEQUENCE_LENGTH = 131072
-ART_MAX_SEQ_LENGTH = 131072
+#: Longest sequence (prompt + completion) the contract's framework runs train on.
+MAX_SEQ_LENGTH = 131072
 
 
 @dataclass(frozen=True)
@@ -72,18 +59,6 @@ class Topology:
         return f"TP{self.tp} CP{self.cp} EP{self.ep} DP{self.dp}"
 
 
-ART_TOPOLOGY = Topology(train_gpus=TRAIN_GPUS, inference_gpus=INFERENCE_GPUS, tp=1, cp=2, ep=2)
-SKYRL_TOPOLOGY = Topology(train_gpus=TRAIN_GPUS, inference_gpus=INFERENCE_GPUS, tp=1, cp=1, ep=2)
-
-
-def contract_topology(backend: str) -> Topology:
-    if backend == "art":
-        return ART_TOPOLOGY
-    if backend == "skyrl":
-        return SKYRL_TOPOLOGY
-    raise ConfigError(f"backend '{backend}' has no framework topology (framework backends: {', '.join(FRAMEWORK_BACKENDS)})")
-
-
 def lora_rank(suite: Suite) -> int:
     return int(suite.get("rank", CONTRACT_LORA_RANK))
 
@@ -94,71 +69,56 @@ def is_supplemental(suite: Suite) -> bool:
 
 
 def variant_label(suite: Suite, backend: str) -> str:
-    """Label a report shows for this (suite, backend): contract or supplemental variant."""
-    parts = []
-    if backend == "skyrl":
-        b = skyrl_batch(suite)
-        parts.append(f"B{b}/workers{SKYRL_WORKERS[b]}")
+    """Label a report shows for this (suite, backend): its own variant parts, then the LoRA rank."""
+    from .backends import get
+
+    desc = get(backend)
+    parts = list(desc.variant(suite)) if desc.variant else []
     rank = lora_rank(suite)
     parts.append(f"rank {rank}" + (" (supplemental)" if rank != CONTRACT_LORA_RANK else ""))
     return ", ".join(parts)
 
 
-def skyrl_batch(suite: Suite) -> int:
-    return int(suite.get("skyrl_batch_size", 4))
-
-
-def skyrl_workers(suite: Suite) -> int:
-    b = skyrl_batch(suite)
-    if b not in SKYRL_WORKERS:
-        raise ConfigError(
-            f"config key 'suites/{suite.name}/skyrl_batch_size': {b} is not a contract batch "
-            f"(allowed: {', '.join(map(str, sorted(SKYRL_WORKERS)))})"
-        )
-    return SKYRL_WORKERS[b]
-
-
 def suite_problems(config: dict[str, Any], suite: Suite, backend: str) -> list[str]:
-    """Every reason this suite cannot run `backend` under the contract, each naming its key."""
-    if backend not in FRAMEWORK_BACKENDS:
-        return []
+    """Every reason this suite cannot run `backend` (its descriptor's needs), each naming its key."""
+    from .backends import get
+
+    desc = get(backend)
     key = f"suites/{suite.name}"
     out: list[str] = []
     gpus = suite.get("gpus")
-    if gpus is None:
-        out.append(f"config key '{key}/gpus': missing; {backend} needs {REQUIRED_GPUS} GPUs")
-    elif int(gpus) != REQUIRED_GPUS:
-        out.append(
-            f"config key '{key}/gpus': {backend} needs exactly {REQUIRED_GPUS} GPUs "
-            f"({TRAIN_GPUS} training + {INFERENCE_GPUS} inference), got {gpus}"
-        )
-    if suite.get("device") != "cuda":
-        out.append(f"config key '{key}/device': {backend} runs on cuda only, got '{suite.get('device')}'")
+    if desc.gpus is not None:
+        split = (f" ({desc.topology.train_gpus} training + {desc.topology.inference_gpus} inference)"
+                 if desc.topology is not None else "")
+        if gpus is None:
+            out.append(f"config key '{key}/gpus': missing; {backend} needs {desc.gpus} GPUs")
+        elif int(gpus) != desc.gpus:
+            out.append(f"config key '{key}/gpus': {backend} needs exactly {desc.gpus} GPUs{split}, got {gpus}")
+    if suite.get("device") not in desc.devices:
+        out.append(f"config key '{key}/device': {backend} runs on {' or '.join(desc.devices)} only, got '{suite.get('device')}'")
     model_name = suite.get("model")
     model = (config.get("models") or {}).get(model_name)
-    supported = SUPPORTED_MODELS[backend]
     if model is None:
         out.append(f"config key '{key}/model': unknown model '{model_name}'")
-    elif model.get("repo_id") not in supported:
+    elif desc.models is not None and model.get("repo_id") not in desc.models:
         out.append(
             f"config key '{key}/model': {backend} does not support model '{model_name}' "
-            f"(repo {model.get('repo_id')}); supported: {', '.join(supported)}"
+            f"(repo {model.get('repo_id')}); supported: {', '.join(desc.models)}"
         )
-    elif model.get("source") != "hub" or not model.get("revision"):
-        out.append(f"config key 'models/{model_name}': {backend} needs a pinned hub snapshot (source: hub, revision)")
+    elif model.get("source") not in desc.model_sources or (model.get("source") == "hub" and not model.get("revision")):
+        out.append(f"config key 'models/{model_name}': {backend} needs a model of source {' or '.join(desc.model_sources)}"
+                   + (" pinned to a revision" if "hub" in desc.model_sources else ""))
     rank = lora_rank(suite)
     if rank < 1:
         out.append(f"config key '{key}/rank': LoRA rank must be >= 1, got {rank}")
-    if backend == "skyrl" and skyrl_batch(suite) not in SKYRL_WORKERS:
-        out.append(
-            f"config key '{key}/skyrl_batch_size': {skyrl_batch(suite)} is not a contract batch "
-            f"(allowed: {', '.join(map(str, sorted(SKYRL_WORKERS)))})"
-        )
-    topo = contract_topology(backend)
-    for p in topo.problems():
-        out.append(f"{backend} topology {topo.label()}: {p}")
-    if gpus is not None and int(gpus) == REQUIRED_GPUS and topo.train_gpus + topo.inference_gpus != int(gpus):
-        out.append(f"config key '{key}/gpus': topology uses {topo.train_gpus + topo.inference_gpus} GPUs, suite leases {gpus}")
+    for check in desc.suite_checks:
+        out.extend(check(config, suite))
+    topo = desc.topology
+    if topo is not None:
+        for p in topo.problems():
+            out.append(f"{backend} topology {topo.label()}: {p}")
+        if desc.gpus is not None and topo.train_gpus + topo.inference_gpus != desc.gpus:
+            out.append(f"{backend} topology uses {topo.train_gpus + topo.inference_gpus} GPUs, its runs lease {desc.gpus}")
     return out
 
 

@@ -23,7 +23,7 @@ from art.dev import InternalModelConfig  # noqa: E402
 from art.megatron.runtime.backend import MegatronBackend  # noqa: E402
 from art.pipeline_trainer import PipelineTrainer  # noqa: E402
 
-from rl_pipeline_bench.backends.art import build_art_config  # noqa: E402
+from rl_pipeline_bench.backends.art.config import build_art_config  # noqa: E402
 from rl_pipeline_bench.backends.art import metrics as art_metrics  # noqa: E402
 from rl_pipeline_bench.backends.art.config import CONTRACT_FEATURES, native_support_gaps, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.backends.art.driver import bind_model_dir  # noqa: E402
@@ -169,7 +169,7 @@ def test_run_refuses_before_any_work_when_art_lacks_contract_features(config, tm
     """run(ctx) with the installed ART: clear refusal naming the gaps, recorded in the manifest."""
     from types import SimpleNamespace
 
-    from rl_pipeline_bench.backends import get_backend
+    from rl_pipeline_bench.backends import get
     from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
     from rl_pipeline_bench.workloads import offered_plan
 
@@ -182,7 +182,7 @@ def test_run_refuses_before_any_work_when_art_lacks_contract_features(config, tm
     if not gaps:
         pytest.skip("installed ART expresses every contract point; run() would proceed to the GPU run")
     with pytest.raises(RuntimeError, match="cannot express the measurement contract: .*online_autotuning"):
-        get_backend("art").run(ctx)
+        get("art").run(ctx)
     writer.finish("failed", error="test")
     manifest = read_evidence(writer.path).manifest
     assert manifest["framework"]["version"] == version("openpipe-art")

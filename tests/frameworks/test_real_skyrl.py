@@ -30,7 +30,7 @@ from skyrl.train.utils import validate_cfg  # noqa: E402
 from skyrl.train.utils.tracking import Tracking  # noqa: E402
 
 from rl_pipeline_bench.backends.art.config import validate_typed_dict  # noqa: E402
-from rl_pipeline_bench.backends.skyrl import build_skyrl_config, to_cli_overrides  # noqa: E402
+from rl_pipeline_bench.backends.skyrl.config import build_skyrl_config, to_cli_overrides  # noqa: E402
 from rl_pipeline_bench.backends.skyrl import metrics as sky_metrics  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.config import check_dataclass_types  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.driver import assemble_sequences, generate_group  # noqa: E402

@@ -132,17 +132,19 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
+    from ..backends import names as backend_names
+
     root_kw = dict(type=Path, default=ROOT, help="repository root whose files are hashed (default: this checkout)")
 
     p = subparsers.add_parser("provenance", help="recipe and source identities (sha256 + file lists)")
     p.add_argument("what", choices=["recipe", "source", "show"], help="recipe: one backend; source: benchmark code; show: all hashes")
-    p.add_argument("--backend", choices=["reference", "art", "skyrl"])
+    p.add_argument("--backend", choices=backend_names())
     p.add_argument("--root", **root_kw)
     p.add_argument("--output", help="write the record here (atomically) instead of printing it")
     p.set_defaults(func=_provenance)
 
     b = subparsers.add_parser("build", help="build a backend image on the engine DOCKER_HOST names (never pushed)")
-    b.add_argument("--backend", required=True, choices=["reference", "art", "skyrl"])
+    b.add_argument("--backend", required=True, choices=backend_names())
     b.add_argument("--root", **root_kw)
     b.add_argument("--base-image", help="override the pinned base image (recorded), e.g. a local debootstrap image")
     b.add_argument("--no-dependencies", action="store_true",
@@ -153,7 +155,7 @@ def register(subparsers) -> None:
     b.set_defaults(func=_build)
 
     f = subparsers.add_parser("preflight", help="before any GPU lease: verify the model snapshot and the image (or native prefix)")
-    f.add_argument("--backend", required=True, choices=["reference", "art", "skyrl"])
+    f.add_argument("--backend", required=True, choices=backend_names())
     f.add_argument("--runtime", choices=["container", "native"], default="container")
     f.add_argument("--model-record", help="results/models/MODEL.json: re-hash its snapshot")
     f.add_argument("--env-root", help="native prefix (default $RL_BENCH_ENV_ROOT; none: the current environment)")

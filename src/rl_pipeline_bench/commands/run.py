@@ -68,7 +68,7 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="run one benchmark (fresh evidence directory every time)")
     _add_config_args(p)
     p.add_argument("--suite", default=None, help="suite name (default: config 'suite')")
-    p.add_argument("--backend", required=True)
+    p.add_argument("--backend", required=True, help="a registered backend of the suite")
     p.add_argument("--workload", required=True)
     p.add_argument("--trial", type=int, default=1)
     p.add_argument("--model-record", type=Path, default=None, help="results/models/{model}.json")

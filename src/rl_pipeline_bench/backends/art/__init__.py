@@ -1,11 +1,13 @@
 """ART backend: native PipelineTrainer driver (runs inside the ART image, four GPUs).
 
-`run(ctx)` imports ART lazily, so this package imports without openpipe-art.
+Its native config is built in `.config`; `run(ctx)` imports ART lazily,
+so this package (and the registry) imports without openpipe-art.
 """
 
 from __future__ import annotations
 
-from .config import build_art_config
+from ..descriptor import framework_backend
+from .contract import REASON_CODES, TOPOLOGY, autotuner_reasons
 
 
 def run(ctx) -> None:
@@ -20,4 +22,14 @@ def trainer_ranks(suite) -> list[int]:
     return [0]
 
 
-__all__ = ["build_art_config", "run", "trainer_ranks"]
+BACKEND = framework_backend(
+    name="art",
+    summary="ART's native PipelineTrainer on MegatronBackend (ART image, four GPUs)",
+    run=run,
+    topology=TOPOLOGY,
+    models=("Qwen/Qwen3.5-35B-A3B",),
+    trainer_ranks=trainer_ranks,
+    evidence_checks=(autotuner_reasons,),
+    reason_codes=REASON_CODES,
+    packages=("openpipe-art", "vllm", "megatron-core"),
+)

@@ -19,14 +19,10 @@ from typing import Any
 
 from ...config import Suite
 from ...rollout import CHAT_TEMPLATE_KWARGS
-from ...topology import (
-    ART_MAX_POLICY_AGE,
-    ART_MAX_SEQ_LENGTH,
-    ART_PACKED_SEQUENCE_LENGTH,
-    ART_TOPOLOGY,
-    LORA_ALPHA,
-    lora_rank,
-)
+from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
+from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
+from .contract import PACKED_SEQUENCE_LENGTH as ART_PACKED_SEQUENCE_LENGTH
+from .contract import TOPOLOGY as ART_TOPOLOGY
 
 #: Environment knobs of ART's Megatron provider that carry the contract topology.
 MEGATRON_ENV = {
@@ -66,7 +62,7 @@ def build_art_config(
     trainer_ids = list(range(ART_TOPOLOGY.train_gpus))
     inference_ids = list(range(ART_TOPOLOGY.train_gpus, ART_TOPOLOGY.train_gpus + ART_TOPOLOGY.inference_gpus))
     internal_config = {
-        "init_args": {"max_seq_length": ART_MAX_SEQ_LENGTH},
+        "init_args": {"max_seq_length": MAX_SEQ_LENGTH},
         "peft_args": {"r": lora_rank(suite), "lora_alpha": LORA_ALPHA},
         "chat_template_kwargs": dict(CHAT_TEMPLATE_KWARGS),
         "chat_template_tool_schema_format": "vllm_openai",

@@ -9,6 +9,22 @@ a mean-policy-age limit. Evidence v1 is written as the run goes.
 
 from __future__ import annotations
 
+from ..descriptor import Backend
+
+#: The top-level `reference:` section of config.yaml.
+CONFIG_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "Reference backend settings (the embedded, runs-anywhere pipeline).",
+    "properties": {
+        "lora_rank": {"type": "integer", "minimum": 1},
+        "lora_alpha": {"type": "number", "exclusiveMinimum": 0},
+        "max_policy_age": {"type": "integer", "minimum": 0},
+        "learning_rate": {"type": "number", "exclusiveMinimum": 0},
+        "torch_threads": {"type": "integer", "minimum": 1},
+    },
+}
+
 
 def run(ctx) -> None:
     """Backend entry point (see rl_pipeline_bench.runner.RunContext)."""
@@ -25,3 +41,13 @@ def trainer_ranks(suite) -> list[int]:
 def preload() -> None:
     """Import torch/transformers/peft before the run's clock starts (the runner calls this)."""
     from . import pipeline  # noqa: F401
+
+
+BACKEND = Backend(
+    name="reference",
+    summary="embedded asynchronous RL pipeline on a tiny Qwen3-MoE (CPU or CUDA, any machine)",
+    run=run,
+    trainer_ranks=trainer_ranks,
+    config_schema=CONFIG_SCHEMA,
+    preload=preload,
+)

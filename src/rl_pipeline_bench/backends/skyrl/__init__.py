@@ -1,11 +1,13 @@
 """SkyRL backend: native fully asynchronous trainer driver (runs inside the SkyRL image, four GPUs).
 
-`run(ctx)` imports SkyRL lazily, so this package imports without skyrl.
+Its native config is built in `.config`; `run(ctx)` imports SkyRL lazily,
+so this package (and the registry) imports without skyrl.
 """
 
 from __future__ import annotations
 
-from .config import build_skyrl_config, to_cli_overrides
+from ..descriptor import framework_backend
+from .contract import SUITE_SCHEMA, TOPOLOGY, batch_problems, variant
 
 
 def run(ctx) -> None:
@@ -20,4 +22,15 @@ def trainer_ranks(suite) -> list[int]:
     return [0]
 
 
-__all__ = ["build_skyrl_config", "run", "to_cli_overrides", "trainer_ranks"]
+BACKEND = framework_backend(
+    name="skyrl",
+    summary="SkyRL's native fully asynchronous trainer on Megatron (SkyRL image, four GPUs)",
+    run=run,
+    topology=TOPOLOGY,
+    models=("Qwen/Qwen3.5-35B-A3B",),
+    trainer_ranks=trainer_ranks,
+    suite_checks=(batch_problems,),
+    packages=("skyrl", "skyrl-train", "vllm", "megatron-core"),
+    suite_schema=SUITE_SCHEMA,
+    variant=variant,
+)

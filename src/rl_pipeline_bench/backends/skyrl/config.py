@@ -17,15 +17,10 @@ from typing import Any
 
 from ...config import Suite
 from ...rollout import CHAT_TEMPLATE_KWARGS
-from ...topology import (
-    ART_MAX_SEQ_LENGTH,
-    LORA_ALPHA,
-    SKYRL_STALENESS,
-    SKYRL_TOPOLOGY,
-    lora_rank,
-    skyrl_batch,
-    skyrl_workers,
-)
+from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
+from .contract import STALENESS as SKYRL_STALENESS
+from .contract import TOPOLOGY as SKYRL_TOPOLOGY
+from .contract import skyrl_batch, skyrl_workers
 
 #: env_class written into the prompt dataset; the driver's generator ignores it.
 ENV_CLASS = "rl_bench_plan"
@@ -78,7 +73,7 @@ def build_skyrl_config(
                 # Fully async trains on rollout logprobs; stale policies are not kept.
                 "policy_loss_type": "rollout_is",
                 "use_kl_loss": False,
-                "max_seq_len": ART_MAX_SEQ_LENGTH,
+                "max_seq_len": MAX_SEQ_LENGTH,
             },
             "fully_async": {
                 "enabled": True,
@@ -94,7 +89,7 @@ def build_skyrl_config(
             "ckpt_interval": -1,
             "hf_save_interval": -1,
             "resume_mode": "none",
-            "max_prompt_length": ART_MAX_SEQ_LENGTH,
+            "max_prompt_length": MAX_SEQ_LENGTH,
             "logger": "console",
             "project_name": "rl-pipeline-bench",
             "run_name": run_name,

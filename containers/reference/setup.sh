@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Provision a fresh native prefix for the reference backend:
-#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/setup_reference.sh
+#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/reference/setup.sh
 # Result: PREFIX/reference/.venv (the project's uv.lock, this benchmark installed)
-# and PREFIX/setup_manifests/reference.json. Pins: envs/reference/pins.env.
+# and PREFIX/setup_manifests/reference.json. Pins: containers/reference/pins.env.
 set -euo pipefail
 BACKEND=reference
-. "$(dirname "${BASH_SOURCE[0]}")/common/setup_lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/setup_lib.sh"
 load_pins
 check_prefix
 require_uv

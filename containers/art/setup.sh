@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Provision a fresh native prefix for ART at its pinned commit:
-#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/setup_art.sh
+#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/art/setup.sh
 # Result: PREFIX/art (checkout), PREFIX/art/.venv (ART's own uv.lock + this
-# benchmark) and PREFIX/setup_manifests/art.json. Pins: envs/art/pins.env.
+# benchmark) and PREFIX/setup_manifests/art.json. Pins: containers/art/pins.env.
 set -euo pipefail
 BACKEND=art
-. "$(dirname "${BASH_SOURCE[0]}")/common/setup_lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/setup_lib.sh"
 load_pins
 check_prefix
 require_uv
@@ -18,6 +18,7 @@ if [ "$PHASE" != bench ]; then
     (cd "$SRC" && uv sync $ART_UV_SYNC_ARGS --python "$(python_request)") || die "uv sync of ART failed"
 fi
 if [ "$PHASE" != env ]; then
+    install_bench_runtime "$SRC/.venv/bin/python"
     install_bench_and_record "$SRC/.venv/bin/python" "art_commit=$(git -C "$SRC" rev-parse HEAD)"
     say "done: $PREFIX"
 fi

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Run a controller command in a native SkyRL prefix (made by setup_skyrl.sh):
-#   env RL_BENCH_ENV_ROOT=/abs/prefix bash containers/skyrl_env.sh ./bench run --runtime native --backend skyrl ... \
+# Run a controller command in a native SkyRL prefix (made by containers/skyrl/setup.sh):
+#   env RL_BENCH_ENV_ROOT=/abs/prefix bash containers/skyrl/env.sh ./bench run --runtime native --backend skyrl ... \
 #     --python /abs/prefix/skyrl/.venv/bin/python --skyrl-source /abs/prefix/skyrl
 # SKYRL_USE_CUDA_COMPAT=1 puts SkyRL's packaged NVIDIA compatibility libraries first
 # on the library path (qualified older-driver hosts only). CUDA_HOME is optional.
 set -euo pipefail
 BACKEND=skyrl
-. "$(dirname "${BASH_SOURCE[0]}")/common/env_lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/env_lib.sh"
 require_command "$@"
 activate_prefix skyrl/.venv
 export RL_BENCH_SKYRL_SOURCE="$RL_BENCH_ENV_ROOT/skyrl"
 if [ -n "${CUDA_HOME:-}" ]; then activate_cuda_home; fi
 if [ "${SKYRL_USE_CUDA_COMPAT:-0}" = 1 ]; then
     # shellcheck disable=SC1091
-    . "$(dirname "${BASH_SOURCE[0]}")/../envs/skyrl/pins.env"
+    . "$(dirname "${BASH_SOURCE[0]}")/pins.env"
     compat=
     for d in "$VIRTUAL_ENV"/lib/python*/site-packages/"$SKYRL_CUDA_COMPAT_SUBDIR"; do
         [ -d "$d" ] && { compat=$d; break; }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Provision a fresh native prefix for SkyRL at its pinned commit:
-#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/setup_skyrl.sh
+#   RL_BENCH_ENV_ROOT=/abs/new/prefix bash containers/skyrl/setup.sh
 # Result: PREFIX/skyrl (checkout, pass it as --skyrl-source), PREFIX/skyrl/.venv
 # (SkyRL's own uv.lock + this benchmark) and PREFIX/setup_manifests/skyrl.json.
-# Pins: envs/skyrl/pins.env.
+# Pins: containers/skyrl/pins.env.
 set -euo pipefail
 BACKEND=skyrl
-. "$(dirname "${BASH_SOURCE[0]}")/common/setup_lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/setup_lib.sh"
 load_pins
 check_prefix
 require_uv
@@ -20,6 +20,7 @@ if [ "$PHASE" != bench ]; then
         --python "$(python_request)") || die "uv sync of SkyRL failed"
 fi
 if [ "$PHASE" != env ]; then
+    install_bench_runtime "$SRC/.venv/bin/python"
     install_bench_and_record "$SRC/.venv/bin/python" "skyrl_commit=$(git -C "$SRC" rev-parse HEAD)"
     say "done: $PREFIX"
 fi

@@ -1,0 +1,70 @@
+"""What a backend says about itself: the one object each `backends/<name>/` package exports.
+
+Everything the pipeline needs to know about a backend (which suites it can run, how
+many GPUs, which models, which trainer ranks its evidence carries, which extra
+checks its suites and its evidence must pass, which packages its manifest records,
+its config keys) lives here, so adding a backend touches only its own package and
+its recipe folder `containers/<name>/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+#: A check of one suite for this backend: (config, suite) -> problems, each naming its config key.
+SuiteCheck = Callable[[Mapping[str, Any], Any], list[str]]
+#: A check of one run's evidence manifest -> summary reasons, each "code: detail".
+EvidenceCheck = Callable[[Mapping[str, Any]], list[str]]
+
+
+def _single_rank(suite: Any) -> list[int]:
+    return [0]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend's self-description; `run(ctx)` is its only entry point.
+
+    name: the package name under `rl_pipeline_bench.backends` (and of `containers/<name>/`).
+    run: runs one benchmark (rl_pipeline_bench.runner.RunContext); raises on failure.
+    devices: suite `device` values it runs on.
+    gpus: the exact GPU count a run needs (None: whatever the suite leases).
+    topology: its contract parallel layout (rl_pipeline_bench.topology.Topology), if fixed.
+    models: the model repo ids it supports (None: any model of the config).
+    model_sources: the model `source` kinds it accepts (a framework needs a pinned hub snapshot).
+    trainer_ranks: the ranks its trainer_intervals.parquet must carry for a suite.
+    suite_checks: its own suite checks, run at DAG time and before every lease.
+    evidence_checks: its own validity checks on a run's manifest, run by the contract.
+    reason_codes: {code: meaning} of the reasons its evidence checks produce.
+    packages: distributions whose versions its run manifests record (beside the common ones).
+    suite_schema: JSON-schema properties it adds to every suite (its own suite keys).
+    config_schema: JSON schema of its top-level config section `<name>:` (required when given).
+    variant: extra label parts a report shows for a suite (e.g. a batch variant).
+    preload: imports its heavy dependencies before the run's clock starts.
+    """
+
+    name: str
+    summary: str
+    run: Callable[[Any], None]
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    gpus: int | None = None
+    topology: Any = None
+    models: tuple[str, ...] | None = None
+    model_sources: tuple[str, ...] = ("local", "hub")
+    trainer_ranks: Callable[[Any], Sequence[int]] = _single_rank
+    suite_checks: tuple[SuiteCheck, ...] = ()
+    evidence_checks: tuple[EvidenceCheck, ...] = ()
+    reason_codes: Mapping[str, str] = field(default_factory=dict)
+    packages: tuple[str, ...] = ()
+    suite_schema: Mapping[str, Any] = field(default_factory=dict)
+    config_schema: Mapping[str, Any] | None = None
+    variant: Callable[[Any], list[str]] | None = None
+    preload: Callable[[], None] | None = None
+
+
+def framework_backend(*, topology: Any, models: tuple[str, ...], **fields: Any) -> Backend:
+    """A framework under the comparison contract: CUDA only, exactly its topology's GPUs,
+    a revision-pinned hub snapshot of one of its supported models."""
+    return Backend(devices=("cuda",), gpus=topology.train_gpus + topology.inference_gpus, topology=topology,
+                   models=models, model_sources=("hub",), **fields)

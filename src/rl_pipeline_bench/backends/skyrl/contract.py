@@ -1,0 +1,44 @@
+"""SkyRL's share of the measurement contract: its layout, batch/worker pairs and staleness."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...config import ConfigError, Suite
+from ...topology import Topology
+
+#: Megatron TP1 CP1 EP2 DP2 on two training GPUs, two inference GPUs.
+TOPOLOGY = Topology(train_gpus=2, inference_gpus=2, tp=1, cp=1, ep=2)
+#: SkyRL batch (groups per update) -> number of parallel generation workers.
+WORKERS = {4: 12, 1: 3}
+STALENESS = 4
+#: The suite key selecting the batch variant (B4 is the contract, B1 the single-group variant).
+SUITE_SCHEMA = {"skyrl_batch_size": {"enum": sorted(WORKERS)}}
+
+
+def skyrl_batch(suite: Suite) -> int:
+    return int(suite.get("skyrl_batch_size", 4))
+
+
+def _batch_problem(suite: Suite) -> str | None:
+    b = skyrl_batch(suite)
+    if b in WORKERS:
+        return None
+    return (f"config key 'suites/{suite.name}/skyrl_batch_size': {b} is not a contract batch "
+            f"(allowed: {', '.join(map(str, sorted(WORKERS)))})")
+
+
+def skyrl_workers(suite: Suite) -> int:
+    problem = _batch_problem(suite)
+    if problem:
+        raise ConfigError(problem)
+    return WORKERS[skyrl_batch(suite)]
+
+
+def batch_problems(config: Mapping[str, Any], suite: Suite) -> list[str]:
+    problem = _batch_problem(suite)
+    return [problem] if problem else []
+
+
+def variant(suite: Suite) -> list[str]:
+    return [f"B{skyrl_batch(suite)}/workers{skyrl_workers(suite)}"]

@@ -1,0 +1,117 @@
+"""Adding a backend is one package plus one recipe folder, and nothing else.
+
+A scratch copy of the repository gets exactly `src/rl_pipeline_bench/backends/toy/`
+and `containers/toy/` (tests/fixtures/toy_backend/) as code; a suite using it is
+config data (added to the copy's config.yaml, because jobs read that file). The
+registry then offers the toy backend everywhere (schema, CLI choices, wildcards,
+provenance, suite checks, manifests), the pipeline plans and runs it to a rendered
+report, and the other backends' recipes are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_copy import copy_repo, scheduled_jobs, snakemake, workflow_env
+
+from rl_pipeline_bench import provenance
+from rl_pipeline_bench.paths import ROOT
+
+FIXTURE = Path(__file__).parent / "fixtures" / "toy_backend"
+TOY_SUITE = {
+    "description": "Toy backend added as a plugin (test).",
+    "backends": ["toy"],
+    "workloads": ["tool_history"],
+    "trials": 1,
+    "scale": 0.02,
+    "model": "reference-tiny-qwen3moe",
+    "runtime": "native",
+    "device": "cpu",
+    "gpus": 0,
+    "toy_delay_s": 0.0005,
+    "contract": {"warmup_updates": 2, "measured_updates": 3, "headline_updates": 2},
+}
+
+
+def _config_file(path: Path, **suite_changes) -> Path:
+    """config.yaml plus the toy suite (selected), written to path."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["suite"] = "toy"
+    config["suites"]["toy"] = dict(TOY_SUITE, **suite_changes)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _bench(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", *args], cwd=workdir,
+                          env=workflow_env(workdir, own_source=True), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def toy_repo(tmp_path_factory) -> Path:
+    workdir = copy_repo(tmp_path_factory.mktemp("plugin") / "repo")
+    shutil.copytree(FIXTURE / "package", workdir / "src/rl_pipeline_bench/backends/toy")
+    shutil.copytree(FIXTURE / "recipe", workdir / "containers/toy")
+    _config_file(workdir / "config.yaml")
+    return workdir
+
+
+def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
+    assert provenance.recipe_manifest(toy_repo).keys() == {"art", "reference", "skyrl", "toy"}
+    # Adding a backend changes no other backend's recipe.
+    before = provenance.recipe_manifest(ROOT)
+    after = provenance.recipe_manifest(toy_repo)
+    assert {b: after[b] for b in before} == before
+    toy_files = provenance.recipe_record("toy", toy_repo)["files"]
+    assert {f for f in toy_files if not f.startswith(("containers/common/",))} == {
+        "containers/toy/Dockerfile", "containers/toy/env.sh", "containers/toy/pins.env", "containers/toy/setup.sh",
+        "src/rl_pipeline_bench/backends/toy/__init__.py", "pyproject.toml", "uv.lock"}
+
+    schema = json.loads(_bench(toy_repo, "schema").stdout)
+    suite = schema["properties"]["suites"]["additionalProperties"]
+    assert suite["properties"]["backends"]["items"]["enum"] == ["art", "reference", "skyrl", "toy"]
+    assert "toy_delay_s" in suite["properties"] and "skyrl_batch_size" in suite["properties"]
+    recipe = _bench(toy_repo, "provenance", "recipe", "--backend", "toy")  # CLI choices come from the registry
+    assert recipe.returncode == 0, recipe.stderr
+    assert json.loads(recipe.stdout)["sha256"] == provenance.recipe_record("toy", toy_repo)["sha256"]
+
+    plan = _bench(toy_repo, "plan", "--suite", "toy")
+    assert plan.returncode == 0, plan.stderr
+    assert "results/runs/toy/toy/tool_history/trial1/run.json" in plan.stdout
+
+    # The toy descriptor's own suite check refuses at DAG time, naming the key.
+    bad = snakemake(toy_repo, "-n", "--configfile", str(_config_file(tmp_path / "bad.yaml", scale=0.5)),
+                    own_source=True)
+    assert bad.returncode != 0
+    assert "suites/toy/scale': toy serves at most scale 0.1" in bad.stdout + bad.stderr
+    # An unknown backend is refused listing every registered one, the added one included.
+    unknown = snakemake(toy_repo, "-n", "--configfile", str(_config_file(tmp_path / "unknown.yaml", backends=["tyo"])),
+                        own_source=True)
+    assert unknown.returncode != 0
+    assert "'tyo' is not one of" in unknown.stdout + unknown.stderr
+    assert "allowed: art, reference, skyrl, toy" in unknown.stdout + unknown.stderr
+
+
+def test_pipeline_plans_and_runs_the_added_backend(toy_repo):
+    dry = snakemake(toy_repo, "-n", "reports/comparison.html", own_source=True)
+    assert dry.returncode == 0
+    assert "run_benchmark" in scheduled_jobs(dry) and "recipe_hash" in scheduled_jobs(dry)
+    proc = snakemake(toy_repo, "reports/comparison.html", own_source=True)
+    assert proc.returncode == 0
+    run_dir = toy_repo / "results/runs/toy/toy/tool_history/trial1"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["valid"], summary["reasons"]
+    assert summary["backend"] == "toy" and summary["counts"]["updates"] == 5
+    evidence = toy_repo / json.loads((run_dir / "run.json").read_text())["evidence_dir"]
+    manifest = json.loads((evidence / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["toy"] == {"updates_served": 5}
+    assert "toy-framework" in manifest["host"]["packages"] and "openpipe-art" not in manifest["host"]["packages"]
+    assert manifest["recipe_sha256"] == provenance.recipe_record("toy", toy_repo)["sha256"]
+    assert json.loads((toy_repo / "results/provenance/recipes/toy.json").read_text())["backend"] == "toy"
+    assert "toy" in (toy_repo / "reports/comparison.html").read_text()

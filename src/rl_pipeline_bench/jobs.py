@@ -64,7 +64,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
 
 
 def render_report(summaries, plans, evidence_root, html, tables, figures, suite: str,
-                  config: dict | None, log_path: str | Path | None = None) -> None:
+                  config: dict | None, log_path: str | Path | None = None, run_infra=None, probes=None) -> None:
     """The report rule: summaries + plans + evidence root -> html, tables, figures."""
     from .report import render_report as render
 
@@ -78,4 +78,6 @@ def render_report(summaries, plans, evidence_root, html, tables, figures, suite:
             figures_dir=figures,
             suite_name=suite,
             config=config,
+            run_infra_paths=run_infra,
+            probe_paths=probes,
         )

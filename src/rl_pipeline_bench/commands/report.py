@@ -21,6 +21,10 @@ def register(subparsers) -> None:
     p.add_argument("--config", type=Path, default=None, help="config file (default: config.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="top-level config override")
     p.add_argument("--log", type=Path, default=None, help="job log file (default: stderr)")
+    p.add_argument("--run-infra", nargs="*", type=Path, default=None, metavar="INFRA_JSON",
+                   help="per-run infrastructure summaries (bench probe summarize-run); adds the Infrastructure section")
+    p.add_argument("--probes", nargs="*", type=Path, default=None, metavar="PROBE_JSON",
+                   help="probe records (all-reduce, storage, checkpoint, GEMM) for the Infrastructure section")
     p.set_defaults(func=run)
 
 
@@ -32,6 +36,6 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config or CONFIG_PATH, _parse_overrides(args.set))
     render_report(args.summaries, args.plans, args.evidence_root, args.html, args.tables, args.figures,
-                  args.suite, config, log_path=args.log)
+                  args.suite, config, log_path=args.log, run_infra=args.run_infra, probes=args.probes)
     print(f"bench report: wrote {args.html}, {args.tables}/, {args.figures}/")
     return 0

@@ -213,12 +213,14 @@ def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, 
 
 
 def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
-                  suite_name: str, config: dict | None = None) -> None:
+                  suite_name: str, config: dict | None = None, run_infra_paths=None, probe_paths=None) -> None:
     """Build the comparison report from summaries, offered plans and the evidence root.
 
     `config` (the validated config dict) supplies the suite's description, its
     configured contract and the backend/workload order; the first backend listed is
     the baseline of the ratios. Without it, backends keep the order of the summaries.
+    `run_infra_paths` / `probe_paths` (per-run infrastructure summaries, probe records)
+    add the Infrastructure section (report/infra.py); without both it is left out.
     """
     t0 = time.monotonic()
     evidence_root = Path(evidence_root)
@@ -255,6 +257,11 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
 
     context = _context(suite_name, suite_settings, config, evidence_root, runs, attempts, workloads, backends,
                        tabs, timeline, offered_png)
+    context["infra"] = None
+    if run_infra_paths is not None or probe_paths is not None:
+        from .infra import build_section
+
+        context["infra"] = build_section(run_infra_paths or [], probe_paths or [], Path(tables_dir), Path(figures_dir))
     html = _env().get_template("comparison.html.j2").render(**context)
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,19 @@ include: "rules/runs.smk"
 include: "rules/report.smk"
 
 
+# Light rules run where Snakemake runs, also under a cluster executor
+# (--profile profiles/slurm): only benchmark runs go to the cluster.
+localrules:
+    image_build,
+    model_identity,
+    recipe_hash,
+    source_hash,
+    workload_plan,
+    summarize_run,
+    render_report,
+    all,
+
+
 rule all:
     default_target: True
     input:

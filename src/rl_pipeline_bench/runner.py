@@ -83,6 +83,17 @@ def _lease_fields() -> dict[str, Any]:
     }
 
 
+def _slurm_fields() -> dict[str, Any]:
+    """The SLURM job (id, node, allocation) this run executes in; None outside SLURM."""
+    from .slurm import SlurmAllocationError, current_job
+
+    try:
+        job = current_job()
+    except SlurmAllocationError as exc:  # recorded, not fatal: a CPU run needs no GPU ids
+        return {"slurm": {"error": str(exc)}}
+    return {"slurm": job.to_dict() if job else None}
+
+
 def offered_plan_for(config: dict, suite: Suite, workload: str, plan_path: Path | None = None) -> tuple[Any, pd.DataFrame]:
     spec = wl.load_workload(config, workload, suite["scale"])
     if plan_path is not None and Path(plan_path).exists():
@@ -145,6 +156,7 @@ def execute_run(
         "scale": suite["scale"],
         "seed": config["seed"],
         **_lease_fields(),
+        **_slurm_fields(),
         "host": host_info(descriptor.packages),
         "command": shlex.join(command or sys.argv),
         "env": dict(os.environ),

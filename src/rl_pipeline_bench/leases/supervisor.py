@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from .. import slurm
 from . import procs
 from .acquire import Lease, LeaseRefused, choose_gpu_set, utc_now
 
@@ -73,6 +74,7 @@ class Supervisor:
         self.pgid: int | None = None
         self.child: subprocess.Popen | None = None
         self.forwarding = False
+        self.slurm_job: slurm.SlurmJob | None = None
 
     def say(self, msg: str) -> None:
         print(f"bench lease: {msg}", file=self.err, flush=True)
@@ -109,10 +111,25 @@ class Supervisor:
             for s, h in previous.items():
                 signal.signal(s, h)
 
+    def _slurm_specs(self) -> list[str]:
+        """Inside a SLURM job: exactly the allocated GPUs replace the configured SPECs."""
+        self.slurm_job = slurm.current_job()
+        if self.slurm_job is None:
+            return self.specs
+        spec = slurm.allocated_gpu_spec(self.slurm_job, self.count)
+        self.say(f"inside {self.slurm_job.describe()}: leasing the allocated GPU(s) {spec} "
+                 f"({self.slurm_job.gpu_source}) instead of the configured SPEC(s) {' | '.join(self.specs)}")
+        return [spec]
+
     def _run(self) -> int:
         try:
+            specs = self._slurm_specs()
+        except slurm.SlurmAllocationError as exc:
+            self.say(f"lease refused: {exc}")
+            return EXIT_REFUSED
+        try:
             lease = choose_gpu_set(
-                self.specs, self.count, run_id=self.run_id, command=self.command, lock_dir=self.lock_dir,
+                specs, self.count, run_id=self.run_id, command=self.command, lock_dir=self.lock_dir,
                 memory_threshold_mib=self.memory_threshold_mib, should_abort=lambda: bool(self.signals),
             )
         except LeaseRefused as exc:
@@ -137,7 +154,7 @@ class Supervisor:
         self.pgid = self.child.pid
         try:
             lease.update(status="running", child=procs.identity(self.child.pid), process_group=self.pgid,
-                         subreaper=subreaper)
+                         subreaper=subreaper, slurm=self.slurm_job.to_dict() if self.slurm_job else None)
         except OSError as exc:
             return self._abort(lease, w, self.child, f"cannot update the reservation record: {exc.strerror or exc}")
         if self.signals:

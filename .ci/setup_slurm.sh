@@ -70,8 +70,11 @@ for i in $(seq 0 $((FAKE_GPUS - 1))); do
     fi
 done
 
-cpus=$(nproc)
-mem_mb=$(awk '/MemTotal/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
+# The node advertises what a small GPU node has, not what this machine has
+# (SlurmdParameters=config_overrides), so the SLURM profile's per-GPU CPU and
+# memory requests schedule unchanged. Nothing enforces them here (no cgroups).
+cpus=${RL_BENCH_SLURM_CPUS:-16}
+mem_mb=${RL_BENCH_SLURM_MEM_MB:-262144}
 mkdir -p "$CONF_DIR" "$LOG_DIR" "$SPOOL_CTLD" "$SPOOL_D"
 
 write_if_changed() {  # PATH CONTENT: rewrite only on change; returns 0 when it changed
@@ -113,6 +116,7 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 MinJobAge=300
+SlurmdParameters=config_overrides
 SlurmctldTimeout=30
 SlurmdTimeout=30
 GresTypes=gpu

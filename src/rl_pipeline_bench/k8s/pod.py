@@ -1,7 +1,7 @@
 """What runs inside the qualification pod: `python -m rl_pipeline_bench.k8s.pod ...`.
 
 1. identity: recompute the recipe and source sha256 from the files baked into the
-   image and compare them with the mounted source record; check the HF cache and
+   image (RL_ROOT, /opt/rl-bench in the backend images) and compare them with the mounted source record; check the HF cache and
    the framework topology. Any problem exits here, before any GPU work.
 2. gate: wait until the controller, having checked this pod's UID and actual
    imageID, sets the annotation rl-bench/release to this pod's UID ("abort": exit).
@@ -26,7 +26,8 @@ from typing import Any
 
 from .. import provenance
 from . import markers
-from .manifests import ABORT, BENCH_ROOT, COLLECTED_ANNOTATION, RELEASE_ANNOTATION
+from ..paths import ROOT
+from .manifests import ABORT, COLLECTED_ANNOTATION, RELEASE_ANNOTATION
 
 EXIT_IDENTITY = 3  # baked hashes, cache or topology do not match: refused before GPU work
 EXIT_ABORTED = 4  # the controller refused the pod (UID or imageID) or never released it
@@ -93,7 +94,7 @@ def wait_for_annotation(podinfo: Path, key: str, uid: str, timeout_s: float, pol
 
 def skyrl_compat_env(env: dict[str, str]) -> dict[str, str]:
     """SkyRL's packaged NVIDIA compatibility libraries first on LD_LIBRARY_PATH (as skyrl_env.sh does)."""
-    subdir = provenance.read_pins("skyrl", BENCH_ROOT).get("SKYRL_CUDA_COMPAT_SUBDIR")
+    subdir = provenance.read_pins("skyrl", ROOT).get("SKYRL_CUDA_COMPAT_SUBDIR")
     if not subdir:
         raise RuntimeError("envs/skyrl/pins.env has no SKYRL_CUDA_COMPAT_SUBDIR")
     found = sorted(Path(sys.prefix).glob(f"lib/python*/site-packages/{subdir}"))
@@ -113,7 +114,7 @@ def model_record(config: dict[str, Any], model: str, cache: Path) -> dict[str, A
         return hub_identity(model, p["repo_id"], p["revision"], cache, offline=True)
     from ..reference_model import build_reference_snapshot
 
-    return build_reference_snapshot(Path(BENCH_ROOT) / p["build_config"], cache, model=model, repo_id=p["repo_id"])
+    return build_reference_snapshot(Path(ROOT) / p["build_config"], cache, model=model, repo_id=p["repo_id"])
 
 
 def run_workloads(args, config: dict[str, Any], suite, data: Path, env: dict[str, str]) -> list[dict[str, Any]]:
@@ -122,8 +123,8 @@ def run_workloads(args, config: dict[str, Any], suite, data: Path, env: dict[str
 
     model = model_record(config, suite["model"], Path(args.cache))
     model_path = provenance.write_json_atomic(model, data / "models" / f"{suite['model']}.json")
-    source_path = provenance.write_json_atomic(provenance.source_record(BENCH_ROOT), data / "provenance" / "source.json")
-    recipe_path = provenance.write_json_atomic(provenance.recipe_record(args.backend, BENCH_ROOT),
+    source_path = provenance.write_json_atomic(provenance.source_record(ROOT), data / "provenance" / "source.json")
+    recipe_path = provenance.write_json_atomic(provenance.recipe_record(args.backend, ROOT),
                                                data / "provenance" / "recipes" / f"{args.backend}.json")
     results = []
     for workload in suite["workloads"]:
@@ -173,11 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     from ..config import ConfigError, get_suite, load_config
     from ..topology import preflight as topology_preflight
 
-    env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=BENCH_ROOT)
+    env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))
     problems: list[str] = []
     needs_hub = True
     try:
-        config = load_config(Path(BENCH_ROOT) / "config.yaml", {"hf_cache": str(args.cache)})
+        config = load_config(Path(ROOT) / "config.yaml", {"hf_cache": str(args.cache)})
         suite = get_suite(config, args.suite)
         needs_hub = config["models"][suite["model"]]["source"] == "hub"  # a local model brings its own hub/
         topology_preflight(config, suite, args.backend)
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             env = skyrl_compat_env(env)
     except (ConfigError, RuntimeError, OSError) as exc:
         problems.append(str(exc))
-    identity = check_identity(Path(BENCH_ROOT), args.backend, args.source_record, args.cache, needs_hub)
+    identity = check_identity(Path(ROOT), args.backend, args.source_record, args.cache, needs_hub)
     identity["problems"] = problems + identity["problems"]
     identity["ok"] = not identity["problems"]
     markers.emit("identity", uid=uid, **identity)

@@ -93,7 +93,7 @@ def wait_for_annotation(podinfo: Path, key: str, uid: str, timeout_s: float, pol
 
 
 def skyrl_compat_env(env: dict[str, str]) -> dict[str, str]:
-    """SkyRL's packaged NVIDIA compatibility libraries first on LD_LIBRARY_PATH (as skyrl_env.sh does)."""
+    """SkyRL's packaged NVIDIA compatibility libraries first on LD_LIBRARY_PATH (as containers/skyrl/env.sh does)."""
     subdir = provenance.read_pins("skyrl", ROOT).get("SKYRL_CUDA_COMPAT_SUBDIR")
     if not subdir:
         raise RuntimeError("envs/skyrl/pins.env has no SKYRL_CUDA_COMPAT_SUBDIR")

@@ -59,10 +59,10 @@ def load_source_record(path: Path, backend: str) -> dict[str, Any]:
     """The seed's source.json: {source_sha256, recipe_sha256: {backend: sha256}}, checked for this backend."""
     make = ("uv run python -c 'import json; from rl_pipeline_bench.cli import ROOT, recipe_manifest, source_manifest; "
             "print(json.dumps(dict(source_sha256=source_manifest(), recipe_sha256=recipe_manifest(ROOT))))' > source.json")
+    if not Path(path).is_file():
+        raise RequestError(f"--source-provenance {path}: file not found; make it from the checkout the image was built from: {make}")
     try:
         data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise RequestError(f"--source-provenance {path}: file not found; make it from the checkout the image was built from: {make}") from None
     except (OSError, ValueError) as exc:
         raise RequestError(f"--source-provenance {path}: cannot read JSON ({exc})") from None
     if not isinstance(data, dict):

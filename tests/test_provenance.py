@@ -243,3 +243,22 @@ def test_env_wrappers_activate_only_a_provisioned_prefix(tmp_path):
     assert proc.returncode != 0 and "nvidia/cuda_compat/lib" in proc.stderr
     proc = _bash("skyrl/env.sh", {"RL_BENCH_ENV_ROOT": str(sky)})
     assert proc.returncode != 0 and "usage" in proc.stderr
+
+
+def test_in_image_identity_recomputes_and_compares_with_the_baked_hashes(tmp_path):
+    """What a container run records: its own recomputation, the baked values, the running code."""
+    root = copy_tree(tmp_path / "root")
+    recipe = provenance.recipe_record("reference", root)["sha256"]
+    source = provenance.source_manifest(root)
+    env = {provenance.BAKED_RECIPE_ENV: recipe, provenance.BAKED_SOURCE_ENV: source}
+    ok = provenance.in_image_identity("reference", root, env)
+    assert ok["matches"] and ok["recipe_sha256"] == recipe and ok["source_sha256"] == source, ok["problems"]
+    assert ok["running_package"]["matches"] and ok["running_package"]["files"] > 10
+    stale = provenance.in_image_identity("reference", root, dict(env, **{provenance.BAKED_SOURCE_ENV: "0" * 64}))
+    assert not stale["matches"] and f"recomputed in the container is {source}, the image was baked with {'0' * 64}" in stale["problems"][0]
+    # A tree whose package differs from the running code (here: one added module) is caught.
+    (root / "src" / "rl_pipeline_bench" / "extra.py").write_text("")
+    changed = provenance.in_image_identity("reference", root, {})
+    assert not changed["matches"]
+    assert changed["running_package"]["differing"] == ["extra.py"]
+    assert any("no baked recipe sha256" in p for p in changed["problems"])

@@ -14,6 +14,7 @@ Images are never pushed.
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import json
 import os
@@ -33,6 +34,10 @@ LABEL_SOURCE = "rl-bench.source-sha256"
 LABEL_DEPENDENCIES = "rl-bench.dependencies"
 # Packaging metadata pyproject.toml refers to; shipped in the context, not hashed.
 _AUX_FILES = ("README.md",)
+#: PEM file of extra CAs the build's downloads must trust ("none": no extra CAs). Unset:
+#: the certificates the host added to its own trust store (Debian's local CA folder).
+BUILD_CA_ENV = "RL_BENCH_BUILD_CA_FILE"
+LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
 
 
 class ImageError(RuntimeError):
@@ -109,6 +114,32 @@ def build_context(backend: str, root: Path | str = ROOT) -> bytes:
     return buf.getvalue()
 
 
+def build_ca(env: Mapping[str, str] | None = None, local_dir: Path = LOCAL_CA_DIR) -> tuple[str, dict[str, Any]]:
+    """(PEM text, record) of the extra CAs a build's downloads trust, e.g. a TLS-intercepting proxy's.
+
+    They reach the build as the RL_BENCH_BUILD_CA build arg, used only by
+    containers/common/with_build_ca.sh for one download step; the image keeps nothing.
+    Package integrity does not rest on them: locked packages are checked by hash.
+    """
+    env = os.environ if env is None else env
+    setting = env.get(BUILD_CA_ENV)
+    if setting is not None and setting.strip().lower() in ("", "none"):
+        return "", {"source": f"{BUILD_CA_ENV}={setting!r}: none", "files": [], "sha256": None}
+    if setting is not None:
+        paths = [Path(setting)]
+        if not paths[0].is_file():
+            raise ImageError(f"{BUILD_CA_ENV}={setting}: no such file (a PEM file of CA certificates, or 'none')")
+        source = BUILD_CA_ENV
+    else:
+        paths = sorted(p for p in local_dir.rglob("*.crt") if p.is_file()) if local_dir.is_dir() else []
+        source = str(local_dir)
+    text = "".join(p.read_text().strip() + "\n" for p in paths)
+    if paths and "-----BEGIN CERTIFICATE-----" not in text:
+        raise ImageError(f"{', '.join(map(str, paths))}: no PEM certificate found (set {BUILD_CA_ENV}=none to pass none)")
+    digest = hashlib.sha256(text.encode()).hexdigest() if text else None
+    return text, {"source": source, "files": [str(p) for p in paths], "sha256": digest}
+
+
 def build_image(
     backend: str,
     root: Path | str = ROOT,
@@ -134,7 +165,9 @@ def build_image(
     base = base_image or os.environ.get("RL_BENCH_BASE_IMAGE") or pins.get("RL_BENCH_BASE_IMAGE")
     if not base:
         raise ImageError(f"no base image: set RL_BENCH_BASE_IMAGE in containers/{backend}/pins.env")
-    args = {"BASE_IMAGE": base, "RL_BENCH_RECIPE_SHA256": recipe["sha256"], "RL_BENCH_SOURCE_SHA256": source["sha256"]}
+    ca_text, ca_record = build_ca()
+    args = {"BASE_IMAGE": base, "RL_BENCH_RECIPE_SHA256": recipe["sha256"], "RL_BENCH_SOURCE_SHA256": source["sha256"],
+            "RL_BENCH_BUILD_CA": ca_text}
     args.update(build_args or {})
     client = client or engine_client()
     tag = tag or image_tag(backend)
@@ -180,7 +213,8 @@ def build_image(
         "recipe_sha256": recipe["sha256"],
         "recipe_files": recipe["files"],
         "source_sha256": source["sha256"],
-        "build_args": {k: v for k, v in args.items() if not k.startswith("RL_BENCH_") or k == "RL_BENCH_INSTALL_DEPENDENCIES"},
+        "build_args": {k: v for k, v in args.items() if not k.startswith("RL_BENCH_")},
+        "build_ca": ca_record,
         "base_image": base,
         "base_image_overridden": base != pins.get("RL_BENCH_BASE_IMAGE"),
         "engine": engine_info(client),

@@ -274,6 +274,61 @@ def native_identity(backend: str, env_root: Path | str | None, root: Path | str 
     return ident
 
 
+# --- inside an image: the container's own recomputation --------------------------------
+
+#: Set by the host for a container run: the image's baked (labelled) hashes.
+BAKED_RECIPE_ENV = "RL_BENCH_IMAGE_RECIPE_SHA256"
+BAKED_SOURCE_ENV = "RL_BENCH_IMAGE_SOURCE_SHA256"
+
+
+def running_package_check(root: Path | str = ROOT) -> dict[str, Any]:
+    """Is the imported rl_pipeline_bench package file for file the hashed tree's src/rl_pipeline_bench?
+
+    In an image the benchmark is installed from the hashed tree; this proves the code
+    that runs is that tree (nothing added, removed or replaced since the build).
+    """
+    import rl_pipeline_bench
+
+    running = Path(rl_pipeline_bench.__file__).resolve().parent
+    tree = Path(root) / "src" / "rl_pipeline_bench"
+    have = {rel: file_sha256(running / rel) for rel in expand(running, ["**/*"])}
+    want = {rel: file_sha256(tree / rel) for rel in expand(tree, ["**/*"])}
+    differ = changed_files(want, have)
+    return {"package_dir": str(running), "tree": str(tree), "files": len(have), "differing": differ, "matches": not differ}
+
+
+def in_image_identity(backend: str, root: Path | str = ROOT, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Recompute, inside the image, the recipe and source hashes of its own tree; compare with the baked ones.
+
+    `matches` is true only when both recomputed hashes equal the image's labels (passed
+    by the host in RL_BENCH_IMAGE_*_SHA256) and the running package is that tree.
+    """
+    env = os.environ if env is None else env
+    recipe = recipe_record(backend, root)["sha256"]
+    source = source_manifest(root)
+    baked_recipe, baked_source = env.get(BAKED_RECIPE_ENV), env.get(BAKED_SOURCE_ENV)
+    running = running_package_check(root)
+    problems = []
+    for what, baked, now in (("recipe", baked_recipe, recipe), ("source", baked_source, source)):
+        if not baked:
+            problems.append(f"no baked {what} sha256 given ({BAKED_RECIPE_ENV if what == 'recipe' else BAKED_SOURCE_ENV})")
+        elif baked != now:
+            problems.append(f"{what} sha256 recomputed in the container is {now}, the image was baked with {baked}")
+    if not running["matches"]:
+        problems.append(f"the running package {running['package_dir']} differs from {running['tree']}: "
+                        + ", ".join(running["differing"][:10]))
+    return {
+        "root": str(Path(root)),
+        "recipe_sha256": recipe,
+        "source_sha256": source,
+        "baked_recipe_sha256": baked_recipe,
+        "baked_source_sha256": baked_source,
+        "running_package": running,
+        "matches": not problems,
+        "problems": problems,
+    }
+
+
 # --- command line (stdlib only: used by setup scripts and inside images) ---------------
 
 def _main(argv: list[str] | None = None) -> int:

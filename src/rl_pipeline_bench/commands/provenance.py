@@ -53,10 +53,8 @@ def _build(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=log_fh or sys.stdout, flush=True)
 
-    build_args = {"RL_BENCH_INSTALL_DEPENDENCIES": "0"} if args.no_dependencies else None
     try:
-        record = images.build_image(args.backend, args.root, base_image=args.base_image, build_args=build_args,
-                                    log=log, network_mode=args.network)
+        record = images.build_image(args.backend, args.root, base_image=args.base_image, log=log, network_mode=args.network)
     except (images.ImageError, provenance.ProvenanceError) as exc:
         log(f"bench build: {exc}")
         print(f"bench build: {exc}", file=sys.stderr)
@@ -147,8 +145,6 @@ def register(subparsers) -> None:
     b.add_argument("--backend", required=True, choices=backend_names())
     b.add_argument("--root", **root_kw)
     b.add_argument("--base-image", help="override the pinned base image (recorded), e.g. a local debootstrap image")
-    b.add_argument("--no-dependencies", action="store_true",
-                   help="reference only: provenance-only image without Python dependencies (cannot run benchmarks)")
     b.add_argument("--network", help="build network mode (engine default when omitted)")
     b.add_argument("--output", help="image record path (default results/images/BACKEND.json)")
     b.add_argument("--log", help="append the build log here instead of printing it")

@@ -24,7 +24,7 @@ find_python() {
 
 PY=$(find_python)
 if [ -z "$PY" ]; then
-    say "no Python 3.12 found (skyrl 0.3.0 needs >= 3.12); set RL_BENCH_FRAMEWORKS_PYTHON" >&2
+    say "no Python 3.12 found (openpipe-art 0.5.23 and skyrl 0.4.0 need >= 3.12); set RL_BENCH_FRAMEWORKS_PYTHON" >&2
     exit 1
 fi
 

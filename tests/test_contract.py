@@ -307,12 +307,13 @@ def _case_window_nonpositive(tmp):
 
 
 def _case_autotuner_unhealthy(tmp):
-    # An ART run whose train log carried no online-autotuner metrics.
-    return build_evidence(tmp, manifest={"backend": "art", "art_autotuner": {"available": False, "metrics": {}}})
+    # An ART run whose train log lacked the autotuner's pipeline_settings rows.
+    return build_evidence(tmp, manifest={"backend": "art", "art_autotuner": {
+        "healthy": False, "problems": ["train row 3 lacks pipeline_settings/min_batch_size"]}})
 
 
 def test_healthy_art_autotuner_is_not_a_reason(tmp_path):
-    d = build_evidence(tmp_path, manifest={"backend": "art", "art_autotuner": {"available": True, "metrics": {"autotune/x": [1]}}})
+    d = build_evidence(tmp_path, manifest={"backend": "art", "art_autotuner": {"healthy": True, "problems": []}})
     assert summarize(d)["valid"], summarize(d)["reasons"]
 
 

@@ -72,6 +72,7 @@ def _preflight(args: argparse.Namespace) -> int:
     import os
 
     from .. import images, provenance, snapshots
+    from ..framework_support import SupportError
 
     result: dict = {"backend": args.backend, "runtime": args.runtime}
     if args.suite:
@@ -94,11 +95,38 @@ def _preflight(args: argparse.Namespace) -> int:
         else:
             env_root = args.env_root or os.environ.get("RL_BENCH_ENV_ROOT")
             result.update(provenance.native_identity(args.backend, env_root, args.root))
-    except (images.ImageError, provenance.ProvenanceError, snapshots.SnapshotError) as exc:
+        if args.suite:
+            result.update(_framework_support(args, config, result))
+    except (images.ImageError, provenance.ProvenanceError, snapshots.SnapshotError, SupportError) as exc:
         print(f"bench preflight: {exc}", file=sys.stderr)
         return 1
     _emit(result, args.output)
     return 0
+
+
+def _framework_support(args: argparse.Namespace, config: dict, result: dict) -> dict:
+    """Ask the framework, in its own environment, whether it can express the contract; refuse on gaps."""
+    import os
+    from importlib import import_module
+
+    from .. import framework_support as fs
+    from ..config import get_suite
+
+    package = import_module(f"rl_pipeline_bench.backends.{args.backend}")
+    native_config = getattr(package, "support_native_config", None)
+    if native_config is None:  # a backend without a separate framework (the reference backend)
+        return {}
+    native = native_config(config, get_suite(config, args.suite))
+    if args.runtime == "container":
+        from .. import images
+
+        answer = fs.check_in_image(args.backend, native, result["image"]["image_id"], images.engine_client())
+    else:
+        env_root = args.env_root or os.environ.get("RL_BENCH_ENV_ROOT")
+        python = Path(env_root) / args.backend / ".venv" / "bin" / "python" if env_root else Path(sys.executable)
+        answer = fs.check_in_python(args.backend, native, python)
+    fs.refuse_gaps(args.backend, answer)
+    return {"framework_support": {k: answer.get(k) for k in ("framework", "version", "checked_in", "facts")}}
 
 
 def _snapshot(args: argparse.Namespace) -> int:

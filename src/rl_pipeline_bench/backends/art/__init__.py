@@ -17,8 +17,15 @@ def run(ctx) -> None:
     _run(ctx)
 
 
+def support_native_config(config, suite) -> dict:
+    """The native settings `bench preflight` asks the installed ART about (support.py)."""
+    from .config import build_art_config
+
+    return build_art_config(config, suite)
+
+
 def trainer_ranks(suite) -> list[int]:
-    """ART's train log gives one native trainer interval per step, recorded as rank 0."""
+    """ART's train call is timed once per step at the controller, recorded as rank 0."""
     return [0]
 
 

@@ -1,10 +1,13 @@
-"""ART driver: the native PipelineTrainer on MegatronBackend, fed the shared plan.
+"""ART driver: the native PipelineTrainer on MegatronBackend (openpipe-art 0.5.23), fed the shared plan.
 
 Runs inside the ART image with four GPUs. Each plan group is one PipelineTrainer
-scenario; its rollout sends the plan's calls through the model's own OpenAI
-client (which merges the internal config's chat-template kwargs under our
-per-request options). Evidence comes from ART's train log (history.jsonl),
-followed while the run goes. Not executed end to end by this project.
+scenario, offered in plan order; the online autotuner decides how many groups make
+a step. A rollout sends the plan's calls through the model's own OpenAI client
+(which merges the internal config's chat-template kwargs under our per-request
+options). Evidence comes from ART's train log (history.jsonl), followed while the
+run goes, plus the backend train call and publication timed around ART's own
+MegatronBackend.train and its service's wait_for_serving. The backend is an async context manager, so ART's vLLM
+and Megatron processes end with the run. Not executed end to end by this project.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 from ...rollout import run_trajectory, synthetic_reward
 from ...topology import preflight
 from . import metrics
-from .config import build_art_config, native_support_gaps
+from .config import build_art_config
+from .support import check_support
 
 
 def bind_model_dir(run_dir: Path, repo_id: str, snapshot_path: str | Path) -> Path:
@@ -42,35 +46,64 @@ def bind_model_dir(run_dir: Path, repo_id: str, snapshot_path: str | Path) -> Pa
     return link
 
 
-class _HistoryFollower:
-    """Turns new train rows of history.jsonl into evidence as they appear."""
+class HistoryFollower:
+    """Turns new train rows of history.jsonl into evidence once their publication is seen."""
 
-    def __init__(self, path: Path, writer, clock: metrics.ClockMap):
-        self.path, self.writer, self.clock = path, writer, clock
+    def __init__(self, path: Path, writer, clock: metrics.ClockMap, times: metrics.TrainCallTimes):
+        self.path, self.writer, self.clock, self.times = path, writer, clock, times
         self.offset = 0
         self.rows: list[dict[str, Any]] = []
+        self.pending: dict[int, dict[str, Any]] = {}
         self.updates: set[int] = set()
 
     def poll(self) -> None:
         for offset, row in metrics.iter_history(self.path, self.offset):
             self.offset = offset
-            if not metrics.is_train_row(row):
-                continue
-            self.rows.append(row)
-            upd = metrics.update_row(row, self.clock)
-            if upd["update"] in self.updates:
-                continue
-            self.updates.add(upd["update"])
-            self.writer.add_update(**upd)
-            self.writer.add_trainer_interval(**metrics.trainer_interval(row, self.clock))
+            if metrics.is_train_row(row):
+                self.rows.append(row)
+                self.pending[int(row.get(metrics.TRAIN_KEYS["step"], -1))] = row
+        for step in sorted(self.pending):
+            if step in self.times.published and step not in self.updates:
+                row = self.pending.pop(step)
+                self.writer.add_update(**metrics.update_row(row, self.clock, self.times))
+                self.writer.add_trainer_interval(**self.times.interval(step))
+                self.updates.add(step)
+
+
+def timed_backend_class(megatron_backend: type, clock, times: metrics.TrainCallTimes) -> type:
+    """ART's MegatronBackend, with each train call and the publication it starts timed on `clock`."""
+
+    class TimedMegatronBackend(megatron_backend):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.publication_waits: set[asyncio.Task] = set()
+
+        async def train(self, model, trajectory_groups, **kwargs):
+            start = clock()
+            result = await super().train(model, trajectory_groups, **kwargs)
+            step = int(result.step)
+            times.calls[step] = (start, clock())
+            task = asyncio.create_task(self._await_publication(model, step))
+            self.publication_waits.add(task)
+            task.add_done_callback(self.publication_waits.discard)
+            return result
+
+        async def _await_publication(self, model, step: int) -> None:
+            # The Megatron service's wait_for_serving returns once vLLM serves policy `step`.
+            service = await self._get_service(model)
+            await service.wait_for_serving(step)
+            times.published[step] = clock()
+
+    return TimedMegatronBackend
 
 
 def run(ctx) -> None:
     preflight(ctx.config, ctx.suite, "art")
     try:
         import art
-        from art.megatron.runtime.backend import MegatronBackend
+        from art.megatron import MegatronBackend
         from art.pipeline_trainer import PipelineTrainer
+        from art.pipeline_tuner.store import PipelineTunerProfileStore
         from transformers import AutoTokenizer
     except ImportError as exc:
         raise RuntimeError(f"the ART driver runs inside the ART image; openpipe-art is not importable here ({exc})") from exc
@@ -78,19 +111,20 @@ def run(ctx) -> None:
     writer, log = ctx.writer, ctx.log
     native_dir = Path(writer.path) / "native"
     native_dir.mkdir(parents=True, exist_ok=True)
-    native = build_art_config(ctx.config, ctx.suite, spec=ctx.spec, n_updates=int(ctx.plan["update"].max()),
-                              run_name=writer.path.name, art_path=native_dir / "art")
-    gaps = native_support_gaps(native)
-    writer.update_manifest(framework={"name": "openpipe-art", "version": version("openpipe-art"),
-                                      "native_config": native, "support_gaps": gaps})
-    if gaps:
+    n = int(ctx.contract["warmup_updates"] + ctx.contract["measured_updates"])
+    native = build_art_config(ctx.config, ctx.suite, n_updates=n, run_name=writer.path.name, art_path=native_dir / "art")
+    support = check_support(native)
+    writer.update_manifest(framework={"name": "openpipe-art", "version": support["version"], "native_config": native,
+                                      "support_gaps": support["gaps"], "support_facts": support["facts"]})
+    if support["gaps"]:
         raise RuntimeError(
-            "installed openpipe-art " + version("openpipe-art") + " cannot express the measurement contract: "
-            + "; ".join(f"{k}: {v}" for k, v in gaps.items())
+            f"installed openpipe-art {support['version']} cannot express the measurement contract: "
+            + "; ".join(f"{k}: {v}" for k, v in support["gaps"].items())
         )
+    art.init_megatron_runtime_config(topology=art.MegatronTopologyConfig(**native["megatron_runtime"]["topology"]),
+                                     packed_sequence_length=native["megatron_runtime"]["packed_sequence_length"])
 
     model_dir = bind_model_dir(native_dir, native["model"]["base_model"], ctx.model["snapshot_path"])
-    os.environ.update(native["env"])
     os.environ.setdefault("HF_HOME", str(ctx.model.get("hf_home") or ""))
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.chdir(native_dir)
@@ -100,11 +134,11 @@ def run(ctx) -> None:
     scenarios = [{"update": int(u), "group": int(g), "metadata": {"scenario_id": f"u{int(u)}-g{int(g)}"}}
                  for (u, g) in groups]
     model = art.TrainableModel(**native["model"], _internal_config=native["internal_config"],
-                               base_path=str(native_dir / "art"))
-    backend = MegatronBackend(path=str(native_dir / "art"))
+                               base_path=native["backend"]["path"])
+    times = metrics.TrainCallTimes()
+    backend_cls = timed_backend_class(MegatronBackend, writer.clock, times)
     clock = metrics.ClockMap(wall0=time.time(), run0=writer.clock())
-    history = Path(model._get_output_dir()) / "history.jsonl"
-    follower = _HistoryFollower(history, writer, clock)
+    follower = HistoryFollower(Path(model._get_output_dir()) / "history.jsonl", writer, clock, times)
     holder: dict[str, Any] = {}
 
     async def rollout(model_, scenario, _config):
@@ -136,20 +170,26 @@ def run(ctx) -> None:
         follower.poll()
 
     async def main():
-        await model.register(backend)
-        trainer = PipelineTrainer(model, backend, rollout, scenarios, None, **native["pipeline_trainer"])
-        holder["trainer"] = trainer
-        stop = asyncio.Event()
-        follower_task = asyncio.create_task(follow(stop))
-        try:
-            await trainer.train(handle_signals=False)
-        finally:
-            stop.set()
-            await follower_task
+        kwargs = dict(native["pipeline_trainer"])
+        kwargs["autotune"] = art.PipelineAutotuneConfig(**kwargs["autotune"])
+        async with backend_cls(**native["backend"]) as backend:
+            await model.register(backend)
+            trainer = PipelineTrainer(model, backend, rollout, scenarios, None, **kwargs)
+            holder["trainer"] = trainer
+            stop = asyncio.Event()
+            follower_task = asyncio.create_task(follow(stop))
+            try:
+                await trainer.train(handle_signals=False)
+                await asyncio.gather(*list(backend.publication_waits))
+            finally:
+                stop.set()
+                await follower_task
+        return kwargs["autotune"]
 
     log.info("ART %s: PipelineTrainer on MegatronBackend, %s", version("openpipe-art"), native["contract"])
-    asyncio.run(main())
-    writer.update_manifest(art_autotuner=metrics.autotuner_health(follower.rows))
-    expected = int(ctx.plan["update"].max())
-    if sorted(follower.updates) != list(range(1, expected + 1)):
-        raise RuntimeError(f"ART logged updates {sorted(follower.updates)}, expected 1..{expected}")
+    autotune = asyncio.run(main())
+    profile = PipelineTunerProfileStore.for_model(model).resolve(autotune.profile or autotune.output_name)
+    writer.update_manifest(art_autotuner=metrics.autotuner_health(follower.rows, profile, n))
+    if sorted(follower.updates) != list(range(1, n + 1)):
+        raise RuntimeError(f"ART logged updates {sorted(follower.updates)} with publication, expected 1..{n}"
+                           + (f"; rows waiting for publication: {sorted(follower.pending)}" if follower.pending else ""))

@@ -1,19 +1,31 @@
-"""Read ART's own train log (`history.jsonl`) into evidence v1 rows.
+"""Read ART's own records (openpipe-art 0.5.23) into evidence v1 rows.
 
-ART's `Model.log` appends one JSON row per (split, step) after the backend's
-train call returned (checkpoint published to vLLM) and the train metrics were
-computed; the row carries `training_step`, `recorded_at` (local wall clock,
-ISO 8601), `data/step_num_trajectories` (trajectories in the trained batch),
-`data/step_trainer_tokens` (assistant-mask tokens actually packed and trained),
-`time/step_trainer_s` (the native train call) and `train/steps_off_policy`
-(the batch's mean policy age). Rows of other splits are ignored.
+Sources, all written by ART itself:
+- `history.jsonl`: `Model.log` appends one JSON row per (split, step). PipelineTrainer
+  writes a step's train row from an asynchronous post-train task that first waits for
+  the next step's train dispatch, so the row's `recorded_at` (naive local ISO time)
+  is when the train log completed, not when training ended. The row carries
+  `training_step`, `data/step_num_trajectories` (trajectories in the trained batch),
+  `data/step_trainable_assistant_tokens` (assistant tokens packed and trained),
+  `time/step_backend_train_s` (the backend train call), the batch's
+  `offpolicy/token_weighted_policy_age_steps` and, with autotuning on, the
+  `pipeline_settings/*` the autotuner chose.
+- the backend train call and the policy's publication, timed on the run's clock by
+  the driver around ART's own `MegatronBackend.train` and the Megatron service's
+  `wait_for_serving` (`TrainCallTimes`).
+- `pipeline_tuner/<output_name>.json` under the model's output directory: the
+  online autotuner's profile (`PipelineAutotunerProfile`).
+
+An update's completion is the later of its publication and its train-log row (the
+contract counts both); its trainer interval is the backend train call. A missing
+or NaN metric is an error, never a default.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,10 +34,21 @@ TRAIN_KEYS = {
     "step": "training_step",
     "recorded_at": "recorded_at",
     "trajectories": "data/step_num_trajectories",
-    "tokens": "data/step_trainer_tokens",
-    "trainer_s": "time/step_trainer_s",
-    "policy_age": "train/steps_off_policy",
+    "tokens": "data/step_trainable_assistant_tokens",
+    "train_call_s": "time/step_backend_train_s",
+    "policy_age": "offpolicy/token_weighted_policy_age_steps",
 }
+#: The 0.5.20+ names of the step metrics the evidence needs (0.5.18 had data/step_trainer_tokens,
+#: time/step_trainer_s and train/steps_off_policy).
+RENAMED_IN_0_5_20 = (TRAIN_KEYS["tokens"], TRAIN_KEYS["train_call_s"], TRAIN_KEYS["policy_age"])
+#: What PipelineTrainer logs on every train row while the autotuner owns the pipeline.
+PIPELINE_SETTINGS_KEYS = (
+    "pipeline_settings/num_rollout_workers",
+    "pipeline_settings/min_batch_size",
+    "pipeline_settings/max_batch_size",
+    "pipeline_settings/target_groups_per_step",
+    "pipeline_settings/queue_maxsize",
+)
 
 
 class MetricRecordError(ValueError):
@@ -41,6 +64,21 @@ class ClockMap:
 
     def __call__(self, wall: float) -> float:
         return self.run0 + (wall - self.wall0)
+
+
+@dataclass
+class TrainCallTimes:
+    """Run-clock times of each step's backend train call and of its publication to vLLM."""
+
+    calls: dict[int, tuple[float, float]] = field(default_factory=dict)
+    published: dict[int, float] = field(default_factory=dict)
+
+    def interval(self, step: int) -> dict[str, Any]:
+        """EvidenceWriter.add_trainer_interval kwargs: the native train call of `step`, rank 0."""
+        if step not in self.calls:
+            raise MetricRecordError(f"no backend train call was timed for ART step {step}")
+        start, end = self.calls[step]
+        return {"rank": 0, "update": int(step), "start": start, "end": end}
 
 
 def iter_history(path: Path | str, start: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -84,39 +122,56 @@ def recorded_wall(row: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(row["recorded_at"])).timestamp()
 
 
-def update_row(row: dict[str, Any], clock: ClockMap) -> dict[str, Any]:
+def update_row(row: dict[str, Any], clock: ClockMap, times: TrainCallTimes) -> dict[str, Any]:
     """Keyword arguments for EvidenceWriter.add_update from one train row."""
     step = int(_num(row, TRAIN_KEYS["step"]))
+    if step not in times.published:
+        raise MetricRecordError(f"ART step {step} was logged but its publication to vLLM was not observed")
     return {
         "update": step,
-        "completed_at": clock(recorded_wall(row)),
+        "completed_at": max(clock(recorded_wall(row)), times.published[step]),
         "accepted_trajectories": int(_num(row, TRAIN_KEYS["trajectories"])),
         "assistant_tokens": int(_num(row, TRAIN_KEYS["tokens"])),
         "policy_version": step,
-        "mean_policy_age": float(row.get(TRAIN_KEYS["policy_age"], 0.0)),
+        "mean_policy_age": _num(row, TRAIN_KEYS["policy_age"]),
     }
 
 
-def trainer_interval(row: dict[str, Any], clock: ClockMap) -> dict[str, Any]:
-    """The native train call as one interval ending at the row's log time.
+def autotuner_health(rows: list[dict[str, Any]], profile_path: Path | str, expected_steps: int) -> dict[str, Any]:
+    """Online-autotuner health for the manifest (`art_autotuner`), from ART's own records.
 
-    ART records the call's duration, not its endpoints; anchoring at `recorded_at`
-    keeps the length exact and shifts it later by the post-train bookkeeping.
+    Healthy when every train row 1..expected_steps carries all `pipeline_settings/*`
+    keys (PipelineTrainer logs them only while an autotuner owns the pipeline) and
+    the tuner's profile JSON exists, parses, and says mode "online".
     """
-    end = clock(recorded_wall(row))
-    return {"rank": 0, "update": int(_num(row, TRAIN_KEYS["step"])),
-            "start": end - _num(row, TRAIN_KEYS["trainer_s"]), "end": end}
-
-
-def autotuner_health(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Autotuner metrics found in the train rows (keys containing 'autotun').
-
-    Recorded in the manifest for validation; `available` is False when the
-    installed ART logs none, which the contract treats as unhealthy.
-    """
-    found: dict[str, Any] = {}
-    for row in rows:
-        for key, value in row.items():
-            if "autotun" in key.lower():
-                found.setdefault(key, []).append(value)
-    return {"available": bool(found), "metrics": found}
+    problems: list[str] = []
+    by_step = {int(r.get(TRAIN_KEYS["step"], -1)): r for r in rows}
+    settings = {}
+    for step in range(1, expected_steps + 1):
+        row = by_step.get(step)
+        missing = [k for k in PIPELINE_SETTINGS_KEYS if row is None or k not in row]
+        if missing:
+            problems.append(f"train row {step} lacks {', '.join(missing)}" if row is not None
+                            else f"no train row for step {step}")
+        elif step == expected_steps:
+            settings = {k: row[k] for k in PIPELINE_SETTINGS_KEYS}
+    profile_path = Path(profile_path)
+    profile: dict[str, Any] = {}
+    if not profile_path.is_file():
+        problems.append(f"autotuner profile {profile_path} was not written")
+    else:
+        try:
+            profile = json.loads(profile_path.read_text())
+        except ValueError as exc:
+            problems.append(f"autotuner profile {profile_path} is not JSON ({exc})")
+        mode = (profile.get("config") or {}).get("mode")
+        if profile and mode != "online":
+            problems.append(f"autotuner profile {profile_path} has mode {mode!r}, not 'online'")
+    return {
+        "healthy": not problems,
+        "problems": problems,
+        "final_settings": settings,
+        "profile_path": str(profile_path),
+        "decisions": len(profile.get("decisions") or []),
+        "profile_settings": profile.get("settings"),
+    }

@@ -17,8 +17,15 @@ def run(ctx) -> None:
     _run(ctx)
 
 
+def support_native_config(config, suite) -> dict:
+    """The native settings `bench preflight` asks the installed SkyRL about (support.py)."""
+    from .config import build_skyrl_config
+
+    return build_skyrl_config(config, suite)
+
+
 def trainer_ranks(suite) -> list[int]:
-    """SkyRL's tracker gives one native training interval per step, recorded as rank 0."""
+    """SkyRL's run_training phase gives one native training interval per step, recorded as rank 0."""
     return [0]
 
 

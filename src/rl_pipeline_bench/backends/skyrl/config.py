@@ -1,17 +1,16 @@
 """SkyRL native configuration built from a suite: pure data, no SkyRL import needed.
 
 `build_skyrl_config` returns the nested mapping of SkyRL's typed config
-(`skyrl.train.config.SkyRLTrainConfig`): fully asynchronous trainer, Megatron
-TP1 CP1 EP2 DP2 on two training GPUs, two single-GPU vLLM engines, per-expert
-LoRA, chat-template kwargs. `to_cli_overrides` flattens it into SkyRL's own
+(`skyrl.train.config.SkyRLTrainConfig`, skyrl 0.4.0): fully asynchronous trainer,
+Megatron TP1 CP1 EP2 DP2 on two training GPUs, two single-GPU vLLM engines,
+per-expert LoRA (`lora.share_expert_adapters=false`) published as an adapter
+(`megatron_config.lora_config.merge_lora=false`), chat-template kwargs. `to_cli_overrides` flattens it into SkyRL's own
 `key.path=value` override form. The tests build the real config class from both.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,16 @@ from .contract import STALENESS as SKYRL_STALENESS
 from .contract import TOPOLOGY as SKYRL_TOPOLOGY
 from .contract import skyrl_batch, skyrl_workers
 
+#: Weight publication to vLLM, decided explicitly and recorded in the manifest.
+MERGE_LORA = {
+    "merge_lora": False,
+    "why": (
+        "in-flight LoRA publication: with merge_lora=false SkyRL 0.4.0's weight sync is adapter-only "
+        "(its LoRAConfig.sync_mode docs: PEFT tensors, per expert with share_expert_adapters=false) and "
+        "vLLM serves the adapter, as ART publishes its LoRA; merge_lora=true would merge LoRA into the base "
+        "weights and sync every base parameter each step."
+    ),
+}
 #: env_class written into the prompt dataset; the driver's generator ignores it.
 ENV_CLASS = "rl_bench_plan"
 
@@ -59,14 +68,27 @@ def build_skyrl_config(
             "policy": {
                 "model": {
                     "path": str(model_path),
-                    "lora": {"rank": lora_rank(suite), "alpha": LORA_ALPHA, "target_modules": "all-linear"},
+                    "lora": {
+                        "rank": lora_rank(suite),
+                        "alpha": LORA_ALPHA,
+                        "target_modules": "all-linear",
+                        # Default true shares one adapter across an EP rank's grouped experts.
+                        "share_expert_adapters": False,
+                    },
                 },
                 "megatron_config": {
                     "tensor_model_parallel_size": topo.tp,
                     "context_parallel_size": topo.cp,
                     "expert_model_parallel_size": topo.ep,
                     "pipeline_model_parallel_size": topo.pp,
-                    "lora_config": {"lora_type": "lora"},
+                    # Per-expert LoRA (no shared outer factors, full rank on experts), published
+                    # to vLLM as an adapter, not merged: see MERGE_LORA.
+                    "lora_config": {
+                        "lora_type": "lora",
+                        "merge_lora": MERGE_LORA["merge_lora"],
+                        "experts_shared_outer_loras": False,
+                        "normalize_moe_lora": False,
+                    },
                 },
             },
             "algorithm": {
@@ -134,28 +156,3 @@ def to_cli_overrides(nested: dict[str, Any], prefix: str = "") -> list[str]:
         else:
             out.append(f"{path}={_cli_value(value)}")
     return out
-
-
-def check_dataclass_types(obj: Any, path: str = "") -> list[str]:
-    """Validate every field of a (nested) config dataclass against its annotation.
-
-    SkyRL's builder rejects unknown keys but passes values through untyped; this
-    catches a string where the class declares an int, and so on.
-    """
-    from pydantic import TypeAdapter, ValidationError
-
-    problems: list[str] = []
-    hints = typing.get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        where = f"{path}.{f.name}" if path else f.name
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            problems += check_dataclass_types(value, where)
-            continue
-        try:
-            TypeAdapter(hints[f.name]).validate_python(value, strict=True)
-        except ValidationError as exc:
-            problems.append(f"{where}: {exc.errors()[0]['msg']} (annotation {hints[f.name]}, value {value!r})")
-        except Exception:  # annotations pydantic cannot build a schema for are not checked
-            continue
-    return problems

@@ -2,9 +2,10 @@
 
 Runs inside the SkyRL image with four GPUs. The experiment is SkyRL's own
 `BasePPOExp` with three hooks replaced: the trainer is
-`FullyAsyncRayPPOTrainer`, the generator sends the plan's calls to SkyRL's
-vLLM router through its OpenAI-compatible endpoint (the shared rollout), and
-the tracker forwards every native record to the evidence writer as it is
+`FullyAsyncRayPPOTrainer` (skyrl 0.4.0) whose phase gauge also reports each
+`timed_phase` on the run's clock, the generator sends the plan's calls to
+SkyRL's vLLM router through its OpenAI-compatible endpoint (the shared rollout),
+and the tracker forwards every native record to the evidence writer as it is
 logged. Not executed end to end by this project.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 from ...rollout import default_extra_body, run_trajectory, synthetic_reward
 from ...topology import preflight
 from . import metrics
-from .config import ENV_CLASS, build_skyrl_config
+from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
 
 
 def assemble_sequences(responses: list[Any]) -> tuple[list[int], list[int], list[int], list[float]]:
@@ -121,14 +122,16 @@ def run(ctx) -> None:
     plan = ctx.plan
     groups = [rows for _, rows in plan.groupby(["update", "group"], sort=True)]
     data_path = write_prompt_dataset(native_dir / "plan_prompts.jsonl", len(groups))
+    n = int(ctx.contract["warmup_updates"] + ctx.contract["measured_updates"])
     nested = build_skyrl_config(
-        ctx.config, ctx.suite, spec=ctx.spec, n_updates=int(plan["update"].max()),
+        ctx.config, ctx.suite, spec=ctx.spec, n_updates=n,
         model_path=ctx.model["snapshot_path"], data_path=data_path, run_dir=native_dir,
         run_name=writer.path.name, max_completion_tokens=int(plan["forced_completion_tokens"].max()),
     )
     cfg = SkyRLTrainConfig.from_dict_config(OmegaConf.create(nested))
     validate_cfg(cfg)
-    writer.update_manifest(framework={"name": "skyrl", "version": version("skyrl"), "native_config": nested})
+    writer.update_manifest(framework={"name": "skyrl", "version": version("skyrl"), "native_config": nested,
+                                      "merge_lora": MERGE_LORA})
     os.environ["HF_HUB_OFFLINE"] = "1"
     tokenizer = AutoTokenizer.from_pretrained(ctx.model["snapshot_path"])
     group_size = int(ctx.spec.group_size)
@@ -183,12 +186,12 @@ def run(ctx) -> None:
 
         def get_trainer(self, **kwargs):
             trainer = FullyAsyncRayPPOTrainer(**kwargs)
+            trainer._phase_gauge = metrics.PhaseClock(trainer._phase_gauge, writer.clock, collector.phase)
             trainer_ref["trainer"] = trainer
             return trainer
 
     log.info("SkyRL %s: fully async trainer, %s", version("skyrl"), nested["trainer"]["fully_async"])
     initialize_ray(cfg)
     BenchExp(cfg).run()
-    expected = int(plan["update"].max())
-    if len(collector.committed) != expected:
-        raise RuntimeError(f"SkyRL committed {len(collector.committed)} steps, expected {expected}")
+    if len(collector.committed) != n:
+        raise RuntimeError(f"SkyRL committed {len(collector.committed)} steps, expected {n}")

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Build the framework test environment: the real openpipe-art and skyrl packages
-# (pinned in tests/frameworks/requirements.lock) in their own Python 3.12 venv,
-# with this checkout installed without dependencies. tests/frameworks/ runs there
-# (tests/test_frameworks_env.py starts it from the main suite). Idempotent.
+# Build the framework test environment: the real openpipe-art 0.5.23 and skyrl 0.4.0
+# (pinned in tests/frameworks/requirements.lock) in their own Python 3.12 venv, with
+# this checkout installed without dependencies, plus openpipe-art 0.5.18 and skyrl
+# 0.3.0 alone in overlay folders (put first on PYTHONPATH by the tests that show an
+# older release is refused, naming each missing setting). tests/frameworks/ runs there (tests/frameworks/test_in_framework_env.py
+# starts it from the main suite). Idempotent: a stamp of the lock's sha256 skips the
+# install; bytecode is compiled once here, since PYTHONDONTWRITEBYTECODE would make
+# every test process recompile torch, ART and SkyRL.
 # Override the location with RL_BENCH_FRAMEWORKS_VENV, the interpreter with
 # RL_BENCH_FRAMEWORKS_PYTHON.
 set -euo pipefail
@@ -10,6 +14,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${RL_BENCH_FRAMEWORKS_VENV:-.scratch/venv-frameworks}
 LOCK=tests/frameworks/requirements.lock
+OLDER_RELEASES="openpipe-art==0.5.18 skyrl==0.3.0"
 say() { echo "setup_frameworks: $*"; }
 
 find_python() {
@@ -36,9 +41,18 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python"
 else
     say "creating $VENV with $PY"
     uv venv -q --clear -p "$PY" "$VENV"
-    VIRTUAL_ENV="$VENV" uv pip install -q -r "$LOCK"
+    VIRTUAL_ENV="$VENV" UV_PYTHON_DOWNLOADS=never uv pip install -q --compile-bytecode -r "$LOCK"
     echo "$want" > "$stamp"
 fi
+for release in $OLDER_RELEASES; do
+    overlay="$VENV/overlays/${release/==/-}"
+    [ -f "$overlay/.done" ] && continue
+    say "installing $release (no dependencies) into $overlay"
+    rm -rf "$overlay"
+    UV_PYTHON_DOWNLOADS=never uv pip install -q --no-deps --compile-bytecode --python "$VENV/bin/python" \
+        --target "$overlay" "$release"
+    touch "$overlay/.done"
+done
 VIRTUAL_ENV="$VENV" uv pip install -q --no-deps -e .
 "$VENV/bin/python" - <<'EOF'
 from importlib.metadata import version

@@ -122,6 +122,20 @@ class FakeChatServer:
         self.thread.join(timeout=5)
 
 
+def overlay_env(name: str) -> dict:
+    """Environment that puts an older release (an overlay of .ci/setup_frameworks.sh) first on the path."""
+    import os
+    import sys
+    from pathlib import Path
+
+    overlay = Path(sys.prefix) / "overlays" / name
+    if not overlay.is_dir():
+        raise FileNotFoundError(f"{overlay} is missing: run `bash .ci/setup_frameworks.sh`")
+    path = os.pathsep.join(p for p in (str(overlay), os.environ.get("PYTHONPATH", "")) if p)
+    # LiteLLM (an ART dependency) otherwise tries to fetch a price list over the network at import.
+    return {**os.environ, "PYTHONPATH": path, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
 def require(module: str):
     """Import a framework package, or skip the module outside the framework venv.
 

@@ -1,7 +1,8 @@
 """Run the real-package tests inside the framework venv from the main test suite.
 
-The framework packages live in their own Python 3.12 venv (.ci/setup_frameworks.sh)
-because skyrl pins transformers/peft below this project's. This test runs
+The framework packages (openpipe-art 0.5.23, skyrl 0.4.0) live in their own Python
+3.12 venv (.ci/setup_frameworks.sh) because skyrl pins transformers/peft apart from
+this project's. This test runs
 tests/frameworks/test_real_*.py there with missing packages made an error. In
 CI (CI=true) a missing venv fails; elsewhere it skips, naming the setup script.
 """
@@ -29,7 +30,8 @@ def test_real_framework_tests_pass_in_their_venv():
         pytest.skip(msg)
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "frameworks").glob("test_real_*.py"))
     assert files, "no tests/frameworks/test_real_*.py found"
-    env = {**os.environ, "RL_BENCH_REQUIRE_FRAMEWORKS": "1"}
+    # LiteLLM (an ART dependency) would otherwise try to fetch a price list over the network.
+    env = {**os.environ, "RL_BENCH_REQUIRE_FRAMEWORKS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -1,8 +1,11 @@
-"""ART driver against the real openpipe-art package (runs in the framework venv).
+"""ART driver against the real openpipe-art 0.5.23 package (runs in the framework venv).
 
-Builds the native config from the suites and lets ART's own classes take it;
-sends plan calls through ART's own OpenAI client to a loopback stand-in for
-vLLM; reads a train log written by ART's own Model.log.
+Builds the native config from the suites and lets ART's own classes and functions
+take it; sends plan calls through ART's own OpenAI client to a loopback stand-in
+for vLLM; reads train rows written by ART's own Model.log and an autotuner profile
+written by ART's own profile store; shows the real 0.5.18 release refused by name.
+The one test double at a hardware edge: torch.cuda.device_count() reports the
+contract's four GPUs where MegatronBackend counts them (this machine has none).
 """
 
 from __future__ import annotations
@@ -11,25 +14,37 @@ import asyncio
 import copy
 import itertools
 import json
+import os
+import sys
 from importlib.metadata import version
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from bench_fixtures import FakeChatServer, require, small_plan_rows, wordlevel_tokenizer
+from bench_fixtures import FakeChatServer, overlay_env, require, small_plan_rows, wordlevel_tokenizer
 
 art = require("art")
 
-from art.dev import InternalModelConfig  # noqa: E402
-from art.megatron.runtime.backend import MegatronBackend  # noqa: E402
+import torch  # noqa: E402
+from art.dev import InternalModelConfig, LoRAConfig, validate_dedicated_config  # noqa: E402
+from art.dev.get_model_config import get_model_config  # noqa: E402
+from art.megatron import MegatronBackend  # noqa: E402
 from art.pipeline_trainer import PipelineTrainer  # noqa: E402
+from art.pipeline_tuner.config import PipelineAutotunerProfile, PipelineTuneSettings  # noqa: E402
+from art.pipeline_tuner.store import PipelineTunerProfileStore  # noqa: E402
+from art.types import MegatronRuntimeConfig  # noqa: E402
 
+from rl_pipeline_bench.backends.art import support_native_config  # noqa: E402
 from rl_pipeline_bench.backends.art.config import build_art_config  # noqa: E402
 from rl_pipeline_bench.backends.art import metrics as art_metrics  # noqa: E402
-from rl_pipeline_bench.backends.art.config import CONTRACT_FEATURES, native_support_gaps, validate_typed_dict  # noqa: E402
-from rl_pipeline_bench.backends.art.driver import bind_model_dir  # noqa: E402
+from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_dir  # noqa: E402
+from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
+from rl_pipeline_bench.backends.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.config import get_suite, load_config  # noqa: E402
+from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps, support_main  # noqa: E402
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS, run_trajectory, synthetic_reward  # noqa: E402
-from rl_pipeline_bench.workloads import load_workload  # noqa: E402
+
 
 
 @pytest.fixture(scope="module")
@@ -41,61 +56,124 @@ def _native(config, rank=None, tmp_path=None):
     cfg = copy.deepcopy(config)
     if rank is not None:
         cfg["suites"]["comparison"]["rank"] = rank
-    suite = get_suite(cfg, "comparison")
-    spec = load_workload(cfg, "multi_turn", suite["scale"])
-    return build_art_config(cfg, suite, spec=spec, art_path=tmp_path)
+    return build_art_config(cfg, get_suite(cfg, "comparison"), art_path=tmp_path)
+
+
+def _model(native, base):
+    return art.TrainableModel(**native["model"], _internal_config=native["internal_config"], base_path=str(base))
+
+
+@pytest.fixture
+def four_gpus(monkeypatch):
+    """MegatronBackend counts GPUs with torch.cuda.device_count(); the contract host has four."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_version_under_test():
+    assert version("openpipe-art") == "0.5.23"
 
 
 @pytest.mark.parametrize("rank", [None, 1])
-def test_internal_config_is_valid_for_arts_typed_config(config, rank):
+def test_native_config_is_taken_by_arts_own_classes(config, rank, tmp_path):
     native = _native(config, rank)
-    assert validate_typed_dict(InternalModelConfig, native["internal_config"]) == []
     ic = native["internal_config"]
-    assert ic["chat_template_kwargs"] == CHAT_TEMPLATE_KWARGS
-    assert ic["chat_template_tool_schema_format"] == "vllm_openai"
-    assert ic["init_args"]["max_seq_length"] == 131072
-    assert ic["peft_args"] == {"r": rank or 8, "lora_alpha": 32}
-    assert native["model"]["base_model"] == "Qwen/Qwen3.5-35B-A3B"
+    assert validate_typed_dict(InternalModelConfig, ic) == []
+    assert validate_typed_dict(LoRAConfig, native["model"]["lora_config"]) == []
+    model = _model(native, tmp_path)
+    assert (model.run_name, model.lora_config) == (native["model"]["run_name"], {"rank": rank or 8, "alpha": 32})
+    # ART's own resolution of the model config: dedicated mode, in-flight LoRA, per-expert targets.
+    resolved = get_model_config(model.base_model, str(tmp_path), ic, model.lora_config)
+    validate_dedicated_config(resolved)
+    assert resolved["rollout_weight_update_mode"] == "in_flight_lora"
+    assert resolved["engine_args"]["tensor_parallel_size"] == 2 and not resolved["engine_args"]["enable_sleep_mode"]
+    assert "experts" in resolved["lora_config"]["target_modules"]
+    assert (resolved["lora_config"]["rank"], resolved["lora_config"]["alpha"]) == (rank or 8, 32)
+    runtime = MegatronRuntimeConfig.model_validate(native["megatron_runtime"])
+    assert (runtime.topology.tp, runtime.topology.cp, runtime.topology.ep, runtime.topology.etp) == (1, 2, 2, 1)
+    assert runtime.packed_sequence_length == 131072
+    assert unknown_model_keys(art.MegatronTopologyConfig, native["megatron_runtime"]["topology"]) == []
+    assert ic["chat_template_kwargs"] == CHAT_TEMPLATE_KWARGS and ic["chat_template_tool_schema_format"] == "vllm_openai"
 
 
-def test_unknown_or_mistyped_keys_fail_validation(config):
-    ic = _native(config)["internal_config"]
+def test_misspelled_or_mistyped_settings_fail(config, tmp_path):
+    native = _native(config)
+    ic = native["internal_config"]
     typo = {**ic, "init_args": {"max_seq_lenght": 131072}}
     assert any("init_args.max_seq_lenght: unknown key for InitArgs" in p for p in validate_typed_dict(InternalModelConfig, typo))
-    top = {**ic, "chat_template_kwarg": {}}
-    assert any("chat_template_kwarg: unknown key" in p for p in validate_typed_dict(InternalModelConfig, top))
-    wrong = {**ic, "trainer_gpu_ids": ["0", "1"], "chat_template_tool_schema_format": "openai"}
+    wrong = {**ic, "trainer_gpu_ids": ["0", "1"], "rollout_weight_update_mode": "in_flight"}
     problems = validate_typed_dict(InternalModelConfig, wrong)
     assert any(p.startswith("trainer_gpu_ids") for p in problems)
-    assert any(p.startswith("chat_template_tool_schema_format") for p in problems)
+    assert any(p.startswith("rollout_weight_update_mode") for p in problems)
+    with pytest.raises(ValueError, match="rollout_weight_update_mode"):
+        validate_dedicated_config({**ic, "rollout_weight_update_mode": "in_flight"})
+    # Removed spellings raise in ART itself.
+    with pytest.raises(ValueError, match="peft_args"):
+        get_model_config(native["model"]["base_model"], str(tmp_path), {**ic, "peft_args": {"r": 8}})
+    with pytest.raises(ValueError, match="rollout_weights_mode"):
+        validate_dedicated_config({**ic, "rollout_weights_mode": "lora"})
+    with pytest.raises(TypeError):
+        art.TrainableModel(**{k: v for k, v in native["model"].items() if k != "run_name"}, base_path=str(tmp_path))
+    # pydantic would drop a misspelled topology key silently; the key check names it.
+    assert unknown_model_keys(art.MegatronTopologyConfig, {"tp": 1, "cpp": 2}) != []
+    with pytest.raises(TypeError, match="packed_sequence_length"):
+        asyncio.run(MegatronBackend(path=str(tmp_path)).train(_model(native, tmp_path), [], packed_sequence_length=8))
 
 
-def test_pipeline_trainer_accepts_the_native_kwargs(config, tmp_path):
+def test_pipeline_trainer_on_megatron_backend_takes_the_native_kwargs(config, tmp_path, four_gpus):
     native = _native(config, tmp_path=tmp_path / "art")
-    ic = {**native["internal_config"], "inference_gpu_ids": [2]}  # 0.5.18 takes one inference GPU
-    model = art.TrainableModel(**native["model"], _internal_config=ic, base_path=str(tmp_path / "art"))
-    backend = MegatronBackend(path=str(tmp_path / "art"))
+    art.init_megatron_runtime_config(topology=art.MegatronTopologyConfig(**native["megatron_runtime"]["topology"]),
+                                     packed_sequence_length=native["megatron_runtime"]["packed_sequence_length"])
+    model = _model(native, tmp_path / "art")
+    backend = MegatronBackend(**native["backend"])
+    kwargs = {**native["pipeline_trainer"], "autotune": art.PipelineAutotuneConfig(**native["pipeline_trainer"]["autotune"])}
 
     async def rollout(*_):
         raise AssertionError("not called")
 
-    trainer = PipelineTrainer(model, backend, rollout, [], None, **native["pipeline_trainer"])
-    assert trainer.max_steps_off_policy == 4 and trainer.packed_sequence_length == 131072
-    assert trainer.max_steps == 20 and trainer.min_batch_size == trainer.max_batch_size == 8
+    trainer = PipelineTrainer(model, backend, rollout, [], None, **kwargs)
+    assert trainer.autotune.mode == "online" and trainer.limit_mean_steps_off_policy == 4
+    assert trainer.max_steps_off_policy is None and trainer.max_steps == 20
+    assert backend._supports_concurrent_training_and_inference(model)  # dedicated mode, per ART's topology
+    # ART's own rules: the autotuner owns the pipeline settings; unknown keywords are refused.
+    with pytest.raises(ValueError, match="autotuning is enabled"):
+        PipelineTrainer(model, backend, rollout, [], None, **kwargs, num_rollout_workers=8)
     with pytest.raises(TypeError):
-        PipelineTrainer(model, backend, rollout, [], None, **native["pipeline_trainer"], max_stps=3)
-    with pytest.raises(ValueError, match="max_steps_off_policy"):
-        PipelineTrainer(model, backend, rollout, [], None, **{**native["pipeline_trainer"], "max_steps_off_policy": -1})
+        PipelineTrainer(model, backend, rollout, [], None, **kwargs, limit_mean_step_off_policy=4)
 
 
-def test_support_gaps_of_the_installed_art_are_reported(config):
-    gaps = native_support_gaps(_native(config))
-    assert set(gaps) <= set(CONTRACT_FEATURES) | {"megatron_topology"}
-    if version("openpipe-art") == "0.5.18":
-        # What this registry release lacks against the contract (see docs/backends.md).
-        assert set(gaps) == {"online_autotuning", "mean_policy_age_limit", "two_inference_gpus", "context_parallel",
-                             "routing_replay"}
-        assert "Multi-GPU inference not yet supported" in gaps["two_inference_gpus"]
+def test_installed_art_expresses_every_contract_setting(config):
+    result = check_support(support_native_config(config, get_suite(config, "comparison")))
+    assert result["version"] == "0.5.23" and result["gaps"] == {}, result["gaps"]
+    facts = result["facts"]
+    # Per-expert LoRA for Qwen3.5-35B-A3B, as recorded in the manifest: ART's model-support
+    # registry maps the model to its MoE spec, whose LoRA targets (trainer and vLLM) include "experts".
+    assert facts["per_expert_lora"]["support_spec"] == "qwen3_5_moe" and facts["per_expert_lora"]["is_moe"]
+    assert facts["two_inference_gpus"] == {"trainer_gpus": [0, 1], "vllm_gpus": [2, 3], "temporal_gpu_sharing": False,
+                                           "vllm_parallel": {"tp": 2, "pp": 1, "dp": 1, "enable_expert_parallel": False}}
+    assert facts["routing_replay"] == {"active_for_model": True}
+
+
+def test_an_older_art_release_is_refused_naming_each_missing_setting(config):
+    """The real openpipe-art 0.5.18 (first on the path) through the preflight's own entry point."""
+    native = support_native_config(config, get_suite(config, "comparison"))
+    answer = check_in_python("art", native, sys.executable, env=overlay_env("openpipe-art-0.5.18"))
+    assert answer["version"] == "0.5.18"
+    assert {"megatron_runtime", "two_inference_gpus", "routing_replay", "online_autotuning", "mean_policy_age_limit",
+            "in_flight_updates", "lora", "metric_names"} <= set(answer["gaps"])
+    with pytest.raises(SupportError) as err:
+        refuse_gaps("art", answer)
+    for point, why in answer["gaps"].items():
+        assert why.startswith(CONTRACT_SETTINGS[point]) and f"{point}: {why}" in str(err.value)
+
+
+def test_support_command_line_exits_1_on_gaps(capsys):
+    """The entry point's exit status, with the 0.5.18 answer standing in for a re-run (it takes a minute)."""
+    answer = {"framework": "openpipe-art", "version": "0.5.18", "gaps": {"lora": "x"}, "facts": {}}
+    assert support_main(lambda native: answer, "m", ["{}"]) == 1
+    assert support_main(lambda native: answer, "m", ["--report", "{}"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == answer
+    assert support_main(lambda native: answer, "m", []) == 2
 
 
 def test_rollout_through_arts_own_client_keeps_template_defaults(config, tmp_path):
@@ -120,35 +198,110 @@ def test_rollout_through_arts_own_client_keeps_template_defaults(config, tmp_pat
     assert len(group.trajectories) == 2
 
 
-def test_reader_accepts_the_train_log_art_writes(config, tmp_path):
-    native = _native(config)
-    model = art.TrainableModel(**native["model"], _internal_config=native["internal_config"], base_path=str(tmp_path))
+def _groups():
     trajs = [art.Trajectory(messages_and_choices=[{"role": "user", "content": "a"},
                                                    {"role": "assistant", "content": "b"}], reward=float(r))
              for r in range(3)]
-    groups = [art.TrajectoryGroup(trajs), art.TrajectoryGroup(trajs[:2])]
-    # The metrics PipelineTrainer passes after backend.train() (its own keys and the backend's).
-    step_metrics = {"steps_off_policy": 1.5, "time/step_trainer_s": 2.25, "time/step_wall_s": 3.0,
-                    "data/step_trainer_tokens": 321.0}
-    asyncio.run(model.log(groups, split="train", step=1, metrics=step_metrics))
-    asyncio.run(model.log(groups, split="val", step=1))
-    history = tmp_path / model.project / "models" / model.name / "history.jsonl"
-    assert history.exists(), list(tmp_path.rglob("*"))
+    return [art.TrajectoryGroup(trajs), art.TrajectoryGroup(trajs[:2])]
+
+
+def _trainer_settings_metrics(native, tmp_path):
+    """The pipeline_settings/* metrics a real PipelineTrainer with online autotuning logs."""
+    model = _model(native, tmp_path)
+    kwargs = {**native["pipeline_trainer"], "autotune": art.PipelineAutotuneConfig(mode="online")}
+
+    async def rollout(*_):
+        raise AssertionError("not called")
+
+    return PipelineTrainer(model, None, rollout, [], None, **kwargs)._pipeline_settings_metrics()
+
+
+def _log_steps(model, steps, settings, *, age=True):
+    for step in steps:
+        # The metrics PipelineTrainer passes to Model.log for a train step (0.5.23 names).
+        metrics = {"time/step_backend_train_s": 2.25, "time/step_wall_s": 3.0,
+                   "data/step_trainable_assistant_tokens": 321.0, **settings}
+        if age:
+            metrics["offpolicy/token_weighted_policy_age_steps"] = 1.5
+        asyncio.run(model.log(_groups(), split="train", step=step, metrics=metrics))
+    asyncio.run(model.log(_groups(), split="val", step=steps[-1]))
+
+
+def test_reader_takes_the_train_log_art_writes(config, tmp_path):
+    native = _native(config)
+    model = _model(native, tmp_path)
+    _log_steps(model, [1, 2], _trainer_settings_metrics(native, tmp_path / "t"))
+    history = Path(model._get_output_dir()) / "history.jsonl"
     rows = [row for _, row in art_metrics.iter_history(history)]
     train = [r for r in rows if art_metrics.is_train_row(r)]
-    assert len(rows) == 2 and len(train) == 1
+    assert len(rows) == 3 and len(train) == 2
     wall = art_metrics.recorded_wall(train[0])
     clock = art_metrics.ClockMap(wall0=wall - 10.0, run0=1.0)
-    upd = art_metrics.update_row(train[0], clock)
+    times = art_metrics.TrainCallTimes(calls={1: (5.0, 7.25), 2: (8.0, 10.25)}, published={1: 7.5, 2: 99.0})
+    upd = art_metrics.update_row(train[0], clock, times)
     assert upd == {"update": 1, "completed_at": pytest.approx(11.0), "accepted_trajectories": 5,
                    "assistant_tokens": 321, "policy_version": 1, "mean_policy_age": 1.5}
-    iv = art_metrics.trainer_interval(train[0], clock)
-    assert iv["rank"] == 0 and iv["end"] - iv["start"] == pytest.approx(2.25)
-    assert art_metrics.autotuner_health(train) == {"available": False, "metrics": {}}
-    broken = {k: v for k, v in train[0].items() if k != "data/step_trainer_tokens"}
-    with pytest.raises(art_metrics.MetricRecordError, match="data/step_trainer_tokens"):
-        art_metrics.update_row(broken, clock)
-    json.dumps(upd)
+    assert art_metrics.update_row(train[1], clock, times)["completed_at"] == 99.0  # publication after the log
+    assert times.interval(1) == {"rank": 0, "update": 1, "start": 5.0, "end": 7.25}
+    for key in ("data/step_trainable_assistant_tokens", "offpolicy/token_weighted_policy_age_steps"):
+        broken = {k: v for k, v in train[0].items() if k != key}
+        with pytest.raises(art_metrics.MetricRecordError, match=key):
+            art_metrics.update_row(broken, clock, times)
+    with pytest.raises(art_metrics.MetricRecordError, match="publication"):
+        art_metrics.update_row(train[0], clock, art_metrics.TrainCallTimes(calls=times.calls))
+
+
+def test_missing_policy_age_is_an_error_not_zero(config, tmp_path):
+    native = _native(config)
+    model = _model(native, tmp_path)
+    _log_steps(model, [1], {}, age=False)
+    row = next(r for _, r in art_metrics.iter_history(Path(model._get_output_dir()) / "history.jsonl")
+               if art_metrics.is_train_row(r))
+    times = art_metrics.TrainCallTimes(calls={1: (0.0, 1.0)}, published={1: 1.0})
+    with pytest.raises(art_metrics.MetricRecordError, match="offpolicy/token_weighted_policy_age_steps"):
+        art_metrics.update_row(row, art_metrics.ClockMap(0.0, 0.0), times)
+
+
+def test_follower_waits_for_publication(config, tmp_path):
+    native = _native(config)
+    model = _model(native, tmp_path)
+    _log_steps(model, [1, 2], {})
+    added: dict[str, list] = {"updates": [], "intervals": []}
+    writer = SimpleNamespace(add_update=lambda **k: added["updates"].append(k),
+                             add_trainer_interval=lambda **k: added["intervals"].append(k))
+    times = art_metrics.TrainCallTimes(calls={1: (1.0, 2.0), 2: (3.0, 4.0)}, published={1: 2.5})
+    follower = HistoryFollower(Path(model._get_output_dir()) / "history.jsonl", writer,
+                               art_metrics.ClockMap(0.0, 0.0), times)
+    follower.poll()
+    assert [u["update"] for u in added["updates"]] == [1] and sorted(follower.pending) == [2]
+    times.published[2] = 4.5
+    follower.poll()
+    assert [u["update"] for u in added["updates"]] == [1, 2] and follower.pending == {}
+    assert added["intervals"][1] == {"rank": 0, "update": 2, "start": 3.0, "end": 4.0}
+
+
+def test_autotuner_health_from_arts_own_records(config, tmp_path):
+    native = _native(config)
+    model = _model(native, tmp_path)
+    settings = _trainer_settings_metrics(native, tmp_path / "t")
+    assert sorted(settings) == sorted(art_metrics.PIPELINE_SETTINGS_KEYS)
+    _log_steps(model, [1, 2], settings)
+    rows = [r for _, r in art_metrics.iter_history(Path(model._get_output_dir()) / "history.jsonl")
+            if art_metrics.is_train_row(r)]
+    store = PipelineTunerProfileStore.for_model(model)
+    profile_path = store.resolve(None)
+    missing = art_metrics.autotuner_health(rows, profile_path, 2)
+    assert not missing["healthy"] and "was not written" in missing["problems"][0]
+    tuned = PipelineTuneSettings(num_rollout_workers=16, min_batch_size=4, max_batch_size=8, queue_maxsize=40,
+                                 target_groups_per_step=8)
+    store.save("latest", PipelineAutotunerProfile(settings=tuned, config=art.PipelineAutotuneConfig(mode="online")))
+    health = art_metrics.autotuner_health(rows, profile_path, 2)
+    assert health["healthy"], health["problems"]
+    assert health["final_settings"] == {k: rows[1][k] for k in art_metrics.PIPELINE_SETTINGS_KEYS}
+    short = art_metrics.autotuner_health(rows, profile_path, 3)
+    assert not short["healthy"] and short["problems"] == ["no train row for step 3"]
+    bare = [{k: v for k, v in r.items() if not k.startswith("pipeline_settings/")} for r in rows]
+    assert any("lacks pipeline_settings/" in p for p in art_metrics.autotuner_health(bare, profile_path, 2)["problems"])
 
 
 def test_model_dir_binding_points_at_the_snapshot(tmp_path):
@@ -165,26 +318,26 @@ def test_model_dir_binding_points_at_the_snapshot(tmp_path):
         bind_model_dir(tmp_path / "run", "Qwen/Qwen3.5-35B-A3B", other)
 
 
-def test_run_refuses_before_any_work_when_art_lacks_contract_features(config, tmp_path):
-    """run(ctx) with the installed ART: clear refusal naming the gaps, recorded in the manifest."""
-    from types import SimpleNamespace
-
+def test_run_records_the_framework_then_needs_the_snapshot(config, tmp_path):
+    """run(ctx) with the installed ART: support facts and version in the manifest before any model work."""
     from rl_pipeline_bench.backends import get
     from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
-    from rl_pipeline_bench.workloads import offered_plan
+    from rl_pipeline_bench.workloads import load_workload, offered_plan
 
     suite = get_suite(config, "comparison")
     spec = load_workload(config, "multi_turn", suite["scale"])
     writer = EvidenceWriter(tmp_path / "evidence", "run-1", {"backend": "art"})
     ctx = SimpleNamespace(config=config, suite=suite, spec=spec, plan=offered_plan(spec, config["seed"], 20),
-                          model={"snapshot_path": str(tmp_path / "missing")}, writer=writer, log=writer.logger)
-    gaps = native_support_gaps(_native(config))
-    if not gaps:
-        pytest.skip("installed ART expresses every contract point; run() would proceed to the GPU run")
-    with pytest.raises(RuntimeError, match="cannot express the measurement contract: .*online_autotuning"):
-        get("art").run(ctx)
+                          contract=dict(suite.contract), model={"snapshot_path": str(tmp_path / "missing")},
+                          writer=writer, log=writer.logger)
+    cwd = os.getcwd()
+    try:
+        with pytest.raises(FileNotFoundError, match="has no config.json"):
+            get("art").run(ctx)
+    finally:
+        os.chdir(cwd)
     writer.finish("failed", error="test")
-    manifest = read_evidence(writer.path).manifest
-    assert manifest["framework"]["version"] == version("openpipe-art")
-    assert set(manifest["framework"]["support_gaps"]) == set(gaps)
-    assert manifest["framework"]["native_config"]["pipeline_trainer"]["max_steps"] == 20
+    framework = read_evidence(writer.path).manifest["framework"]
+    assert framework["version"] == "0.5.23" and framework["support_gaps"] == {}
+    assert framework["native_config"]["pipeline_trainer"]["max_steps"] == 20
+    assert framework["support_facts"]["per_expert_lora"]["is_moe"]

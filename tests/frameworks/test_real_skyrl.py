@@ -1,22 +1,27 @@
-"""SkyRL driver against the real skyrl package (runs in the framework venv).
+"""SkyRL driver against the real skyrl 0.4.0 package (runs in the framework venv).
 
 Builds the native config from the suites and lets SkyRL's typed config,
 CLI-override parser and validator take it; runs a plan group through the
 shared rollout and SkyRL's own rollout-metric functions against a loopback
-stand-in for vLLM; feeds SkyRL-keyed records through a real Tracking.
+stand-in for vLLM; feeds records through a real Tracking and phases through
+SkyRL's own TrainingPhaseGauge.timed_phase; shows the real 0.3.0 release refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 import itertools
+import sys
+import time
+from importlib.metadata import version
 
 import pandas as pd
 import pytest
 
-from bench_fixtures import FakeChatServer, require, small_plan_rows, wordlevel_tokenizer
+from bench_fixtures import FakeChatServer, overlay_env, require, small_plan_rows, wordlevel_tokenizer
 
 require("skyrl")
 
@@ -26,14 +31,18 @@ from skyrl.train import fully_async_trainer, trainer as base_trainer  # noqa: E4
 from skyrl.train.config import SkyRLTrainConfig  # noqa: E402
 from skyrl.train.generators import utils as gen_utils  # noqa: E402
 from skyrl.train.generators.base import GeneratorOutput  # noqa: E402
+from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient  # noqa: E402
 from skyrl.train.utils import validate_cfg  # noqa: E402
+from skyrl.train.utils.metrics import TrainingPhaseGauge  # noqa: E402
 from skyrl.train.utils.tracking import Tracking  # noqa: E402
 
-from rl_pipeline_bench.backends.art.config import validate_typed_dict  # noqa: E402
+from rl_pipeline_bench.backends.native_types import check_dataclass_types, validate_typed_dict  # noqa: E402
+from rl_pipeline_bench.backends.skyrl import support_native_config  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.config import build_skyrl_config, to_cli_overrides  # noqa: E402
 from rl_pipeline_bench.backends.skyrl import metrics as sky_metrics  # noqa: E402
-from rl_pipeline_bench.backends.skyrl.config import check_dataclass_types  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.driver import assemble_sequences, generate_group  # noqa: E402
+from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, check_support  # noqa: E402
+from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps  # noqa: E402
 from rl_pipeline_bench.config import get_suite, load_config  # noqa: E402
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS  # noqa: E402
 from rl_pipeline_bench.workloads import load_workload  # noqa: E402
@@ -67,6 +76,10 @@ def test_config_builds_and_validates_in_skyrl(config, changes, batch, workers, r
     assert t.placement.policy_num_gpus_per_node == 2 and not t.placement.colocate_all
     assert cfg.generator.inference_engine.num_engines == 2
     assert (t.policy.model.lora.rank, t.policy.model.lora.alpha) == (rank, 32)
+    # Per-expert adapters, published to vLLM as an adapter (not merged into the base weights).
+    assert t.policy.model.lora.share_expert_adapters is False
+    assert (mc.lora_config.lora_type, mc.lora_config.merge_lora, mc.lora_config.experts_shared_outer_loras) == (
+        "lora", False, False)
     assert cfg.generator.chat_template_kwargs == CHAT_TEMPLATE_KWARGS
     # The fully async trainer's own admission rule for workers vs batch and staleness.
     assert batch <= workers <= batch * (t.fully_async.max_staleness_steps + 1)
@@ -86,14 +99,42 @@ def test_unknown_and_mistyped_keys_fail(config):
     assert any(p.startswith("trainer.policy.megatron_config.expert_model_parallel_size") for p in problems)
 
 
-def test_metric_keys_are_the_ones_skyrl_logs():
+def test_version_under_test():
+    assert version("skyrl") == "0.4.0"
+
+
+def test_metric_keys_and_phases_are_the_ones_skyrl_logs():
+    """Keys the trainer writes into its records, and the phases its step loop times (read from its source)."""
     sources = "\n".join(inspect.getsource(m) for m in (fully_async_trainer, base_trainer, gen_utils))
     for key in ("generate/batch_num_seq", "generate/avg_assistant_tokens", "async/staleness_mean", "trainer/global_step"):
         assert f'"{key}"' in sources, key
-    async_src = inspect.getsource(fully_async_trainer)
-    assert '"timing/" + k' in async_src
-    for key in [sky_metrics.KEYS["run_training"], sky_metrics.KEYS["step_time"], *sky_metrics.AFTER_TRAINING]:
-        assert f'Timer("{key.removeprefix("timing/")}"' in async_src, key
+    loop = inspect.getsource(fully_async_trainer.FullyAsyncRayPPOTrainer.train)
+    assert 'Timer("step", self.all_timings)' in loop and '"timing/" + k' in loop
+    for phase in (sky_metrics.TRAINING_PHASE, *sky_metrics.COMPLETION_PHASES):
+        assert f'self._phase_gauge.timed_phase("{phase}", self.all_timings)' in loop, phase
+    assert "self._phase_gauge = TrainingPhaseGauge()" in inspect.getsource(fully_async_trainer.FullyAsyncRayPPOTrainer)
+    # The driver reaches the router through the client's proxy_url.
+    assert "proxy_url" in {f.name for f in dataclasses.fields(RemoteInferenceClient)}
+
+
+def test_installed_skyrl_expresses_every_contract_setting(config):
+    result = check_support(support_native_config(config, get_suite(config, "comparison")))
+    assert result["version"] == "0.4.0" and result["gaps"] == {}, result["gaps"]
+    assert result["facts"]["per_expert_lora"]["share_expert_adapters"] is False
+    assert result["facts"]["adapter_publication"] == {"merge_lora": False}
+
+
+def test_an_older_skyrl_release_is_refused_naming_each_missing_setting(config):
+    """The real skyrl 0.3.0 (first on the path) through the preflight's own entry point."""
+    native = support_native_config(config, get_suite(config, "comparison"))
+    answer = check_in_python("skyrl", native, sys.executable, env=overlay_env("skyrl-0.3.0"))
+    assert answer["version"] == "0.3.0"
+    assert set(answer["gaps"]) == {"config", "per_expert_lora", "phase_timing"}, answer["gaps"]
+    assert "share_expert_adapters" in answer["gaps"]["per_expert_lora"]
+    with pytest.raises(SupportError) as err:
+        refuse_gaps("skyrl", answer)
+    for point, why in answer["gaps"].items():
+        assert why.startswith(CONTRACT_SETTINGS[point]) and f"{point}: {why}" in str(err.value)
 
 
 def _group_rows():
@@ -143,27 +184,53 @@ def test_assemble_refuses_a_prompt_that_does_not_extend():
         assemble_sequences([a, b])
 
 
-def test_collector_turns_tracker_records_into_evidence():
-    emitted = []
-    now = iter([10.0, 10.5, 20.0, 20.5])
-    collector = sky_metrics.StepCollector(clock=lambda: next(now), on_update=lambda u, i: emitted.append((u, i)))
+def _run_steps(collector, tracker, gauge, steps, *, with_staleness=True):
+    """Drive SkyRL's own Tracking and timed_phase the way its fully async step loop does."""
+    rollout = gen_utils.get_rollout_metrics([[1, 2, 3], [4, 5]], [0.0, 1.0], loss_masks=[[1, 1, 0], [1, 1]])
+    for step in steps:
+        timings: dict[str, float] = {}
+        for phase in ("convert_to_training_input", "run_training", "sync_weights"):
+            with gauge.timed_phase(phase, timings):
+                time.sleep(0.01)
+        metrics = {**rollout, "generate/batch_num_seq": 2, "trainer/epoch": 0, "trainer/global_step": step}
+        if with_staleness:
+            metrics["async/staleness_mean"] = 0.5
+        tracker.log(metrics, step=step, commit=False)
+        tracker.log({"timing/" + k: v for k, v in {**timings, "step": 1.0}.items()}, step=step, commit=True)
 
+
+def _forwarding_tracker(collector):
     class Forwarding(Tracking):
         def log(self, data, step, commit=False):
             super().log(data, step, commit=commit)
             collector.record(dict(data), step, commit)
 
-    tracker = Forwarding(project_name="p", experiment_name="e", backend="console")
-    rollout = gen_utils.get_rollout_metrics([[1, 2, 3], [4, 5]], [0.0, 1.0], loss_masks=[[1, 1, 0], [1, 1]])
-    for step in (1, 2):
-        tracker.log({**rollout, "generate/batch_num_seq": 2, "async/staleness_mean": 0.5,
-                     "trainer/epoch": 0, "trainer/global_step": step}, step=step, commit=False)
-        tracker.log({"timing/step": 3.0, "timing/run_training": 2.0, "timing/sync_weights": 0.25,
-                     "timing/convert_to_training_input": 0.1}, step=step, commit=True)
+    return Forwarding(project_name="p", experiment_name="e", backend="console")
+
+
+def test_collector_takes_times_from_skyrls_own_phases():
+    emitted = []
+    clock = time.monotonic
+    collector = sky_metrics.StepCollector(clock=clock, on_update=lambda u, i: emitted.append((u, i)))
+    gauge = sky_metrics.PhaseClock(TrainingPhaseGauge(), clock, collector.phase)
+    _run_steps(collector, _forwarding_tracker(collector), gauge, (1, 2))
     assert [u["update"] for u, _ in emitted] == [1, 2]
-    upd, iv = emitted[0]
-    assert upd == {"update": 1, "completed_at": 10.5, "accepted_trajectories": 2, "assistant_tokens": 4,
-                   "policy_version": 1, "mean_policy_age": 0.5}
-    assert iv == {"rank": 0, "update": 1, "start": pytest.approx(8.25), "end": pytest.approx(10.25)}
+    for (upd, iv), rec in zip(emitted, collector.committed):
+        train = rec.phase("run_training")
+        sync = rec.phase("sync_weights")
+        assert iv == {"rank": 0, "update": upd["update"], "start": train[0], "end": train[1]}
+        assert train[1] - train[0] >= 0.01 and sync[0] >= train[1]
+        # Completion: the step's metrics record (after the weight sync), not the later timing commit.
+        assert upd["completed_at"] == rec.logged_at and rec.logged_at >= sync[1]
+        assert (upd["accepted_trajectories"], upd["assistant_tokens"], upd["mean_policy_age"]) == (2, 4, 0.5)
     with pytest.raises(sky_metrics.MetricRecordError, match="generate/batch_num_seq"):
-        sky_metrics.update_from_step({"trainer/global_step": 3}, 3, 1.0)
+        sky_metrics.update_from_step(sky_metrics.StepRecord(metrics={"trainer/global_step": 3}, logged_at=1.0), 3)
+    with pytest.raises(sky_metrics.MetricRecordError, match="no timed 'run_training' phase"):
+        sky_metrics.interval_from_step(sky_metrics.StepRecord(metrics={"trainer/global_step": 3}), 3)
+
+
+def test_missing_staleness_is_an_error_not_zero():
+    collector = sky_metrics.StepCollector(clock=time.monotonic, on_update=lambda u, i: None)
+    gauge = sky_metrics.PhaseClock(TrainingPhaseGauge(), time.monotonic, collector.phase)
+    with pytest.raises(sky_metrics.MetricRecordError, match="async/staleness_mean"):
+        _run_steps(collector, _forwarding_tracker(collector), gauge, (1,), with_staleness=False)

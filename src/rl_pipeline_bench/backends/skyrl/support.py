@@ -13,6 +13,7 @@ prints {"framework", "version", "gaps", "facts"} and exits 1 when there are gaps
 
 from __future__ import annotations
 
+import copy
 import sys
 from typing import Any, Callable
 
@@ -30,10 +31,36 @@ CONTRACT_SETTINGS = {
 }
 
 
-def _config(native: dict[str, Any]):
+#: Native keys each setting check owns; the other checks build the config without them, so
+#: one unknown key (SkyRL's builder refuses the whole config) is reported against its own setting.
+OWNED = {
+    "per_expert_lora": ("trainer.policy.model.lora.share_expert_adapters",
+                        "trainer.policy.megatron_config.lora_config.experts_shared_outer_loras",
+                        "trainer.policy.megatron_config.lora_config.normalize_moe_lora"),
+    "adapter_publication": ("trainer.policy.megatron_config.lora_config.merge_lora",),
+    "mean_staleness_limit": ("trainer.fully_async.max_staleness_steps",
+                             "trainer.fully_async.num_parallel_generation_workers"),
+}
+
+
+def _without(native: dict[str, Any], paths) -> dict[str, Any]:
+    out = copy.deepcopy(native)
+    for path in paths:
+        *parents, leaf = path.split(".")
+        node = out
+        for key in parents:
+            node = node.get(key, {})
+        node.pop(leaf, None)
+    return out
+
+
+def _config(native: dict[str, Any], point: str | None = None):
+    """SkyRL's own typed config; for `point`, without the keys the other setting checks own."""
     from omegaconf import OmegaConf
     from skyrl.train.config import SkyRLTrainConfig
 
+    if point is not None:
+        native = _without(native, [p for other, paths in OWNED.items() if other != point for p in paths])
     return SkyRLTrainConfig.from_dict_config(OmegaConf.create(native))
 
 
@@ -49,7 +76,7 @@ def _check_config(native, facts):
 
 
 def _check_per_expert_lora(native, facts):
-    cfg = _config(native)
+    cfg = _config(native, "per_expert_lora")
     lora = cfg.trainer.policy.model.lora
     mlora = cfg.trainer.policy.megatron_config.lora_config
     facts["per_expert_lora"] = {"share_expert_adapters": lora.share_expert_adapters, "lora_type": mlora.lora_type,
@@ -61,14 +88,14 @@ def _check_per_expert_lora(native, facts):
 
 
 def _check_adapter_publication(native, facts):
-    mlora = _config(native).trainer.policy.megatron_config.lora_config
+    mlora = _config(native, "adapter_publication").trainer.policy.megatron_config.lora_config
     want = native["trainer"]["policy"]["megatron_config"]["lora_config"]["merge_lora"]
     facts["adapter_publication"] = {"merge_lora": mlora.merge_lora}
     return None if mlora.merge_lora == want else f"SkyRL kept merge_lora={mlora.merge_lora}"
 
 
 def _check_mean_staleness_limit(native, facts):
-    fa = _config(native).trainer.fully_async
+    fa = _config(native, "mean_staleness_limit").trainer.fully_async
     facts["mean_staleness_limit"] = {"enabled": fa.enabled, "max_staleness_steps": fa.max_staleness_steps,
                                      "num_parallel_generation_workers": fa.num_parallel_generation_workers}
     want = native["trainer"]["fully_async"]

@@ -341,3 +341,45 @@ def test_run_records_the_framework_then_needs_the_snapshot(config, tmp_path):
     assert framework["version"] == "0.5.23" and framework["support_gaps"] == {}
     assert framework["native_config"]["pipeline_trainer"]["max_steps"] == 20
     assert framework["support_facts"]["per_expert_lora"]["is_moe"]
+
+
+def _commands(script: str) -> list[list[str]]:
+    """The uv / HybridEP / vLLM-runtime commands of a shell script, continuation lines joined."""
+    import shlex
+
+    text = script.replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        words = shlex.split(line.split(" #")[0], posix=True) if line.strip() and not line.strip().startswith("#") else []
+        words = [w for w in words if "=" not in w or w.startswith("--")]  # drop VAR=value prefixes
+        if words[:2] in (["uv", "sync"], ["uv", "pip"]) or "art.megatron.hybrid_ep_setup" in words \
+                or any(w.endswith("vllm_runtime/setup.sh") for w in words):
+            out.append(words)
+    return out
+
+
+def _step(words: list[str]) -> tuple[str, ...]:
+    if words[0] == "uv":
+        return tuple(words[:3])
+    if "art.megatron.hybrid_ep_setup" in words:
+        return ("hybrid_ep_setup", words[0].replace("${repo_root}", "$SRC"))
+    return ("vllm_runtime/setup.sh",)
+
+
+def test_art_recipe_installs_art_the_way_its_own_megatron_setup_does():
+    """containers/art/setup.sh against the installed release's art/megatron/setup.sh, step by step."""
+    arts = (Path(art.__file__).parent / "megatron" / "setup.sh").read_text()
+    ours = (Path(__file__).resolve().parents[2] / "containers" / "art" / "setup.sh").read_text()
+    theirs, mine = _commands(arts), _commands(ours)
+    assert len(theirs) == len(mine) == 5, (theirs, mine)
+    for a, b in zip(theirs, mine):
+        flags_a = [w for w in a if w.startswith("--")]
+        # The recipe may add only the pinned interpreter (--python) where ART's script lets uv choose.
+        flags_b = [w for w in b if w.startswith("--") and (w != "--python" or "--python" in flags_a)]
+        assert flags_a == flags_b, (a, b)
+        assert _step(a) == _step(b), (a, b)
+    # The extras ART derives for CUDA 12 are the ones the recipe pins; `backend` is never combined.
+    assert 'root_extra=megatron' in arts and 'runtime_extra=cuda12' in arts
+    pins = (Path(__file__).resolve().parents[2] / "containers" / "art" / "pins.env").read_text()
+    assert "ART_MEGATRON_ROOT_EXTRA=megatron\n" in pins and "ART_MEGATRON_RUNTIME_EXTRA=cuda12\n" in pins
+    assert "--extra backend" not in ours

@@ -42,6 +42,9 @@ class Backend:
     config_schema: JSON schema of its top-level config section `<name>:` (required when given).
     variant: extra label parts a report shows for a suite (e.g. a batch variant).
     preload: imports its heavy dependencies before the run's clock starts.
+    native_support: (config, suite) -> the native settings that its package's `support` module
+        (`python -m rl_pipeline_bench.backends.<name>.support`) hands to the installed framework
+        in the framework's own environment; `bench preflight` refuses gaps before the lease.
     """
 
     name: str
@@ -61,6 +64,7 @@ class Backend:
     config_schema: Mapping[str, Any] | None = None
     variant: Callable[[Any], list[str]] | None = None
     preload: Callable[[], None] | None = None
+    native_support: Callable[[Any, Any], dict] | None = None
 
 
 def framework_backend(*, topology: Any, models: tuple[str, ...], **fields: Any) -> Backend:

@@ -107,13 +107,12 @@ def _preflight(args: argparse.Namespace) -> int:
 def _framework_support(args: argparse.Namespace, config: dict, result: dict) -> dict:
     """Ask the framework, in its own environment, whether it can express the contract; refuse on gaps."""
     import os
-    from importlib import import_module
 
+    from .. import backends
     from .. import framework_support as fs
     from ..config import get_suite
 
-    package = import_module(f"rl_pipeline_bench.backends.{args.backend}")
-    native_config = getattr(package, "support_native_config", None)
+    native_config = backends.get(args.backend).native_support
     if native_config is None:  # a backend without a separate framework (the reference backend)
         return {}
     native = native_config(config, get_suite(config, args.suite))

@@ -36,6 +36,7 @@ BACKEND = framework_backend(
     topology=TOPOLOGY,
     models=("Qwen/Qwen3.5-35B-A3B",),
     trainer_ranks=trainer_ranks,
+    native_support=support_native_config,
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("openpipe-art", "vllm", "megatron-core"),

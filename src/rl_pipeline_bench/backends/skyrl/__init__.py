@@ -36,6 +36,7 @@ BACKEND = framework_backend(
     topology=TOPOLOGY,
     models=("Qwen/Qwen3.5-35B-A3B",),
     trainer_ranks=trainer_ranks,
+    native_support=support_native_config,
     suite_checks=(batch_problems,),
     packages=("skyrl", "skyrl-train", "vllm", "megatron-core"),
     suite_schema=SUITE_SCHEMA,

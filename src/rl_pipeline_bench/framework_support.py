@@ -6,6 +6,11 @@ it or makes something else of it (`run_checks`). The framework lives in its own
 environment (image or native prefix), so `bench preflight` runs that module there
 (`check_in_python`, `check_in_image`) with the native configuration built on the
 controller, and `refuse_gaps` turns gaps into one error naming every missing setting.
+
+A check that raises, or whose result differs from the setting, is a gap named by its
+setting. `python -m rl_pipeline_bench.backends.<name>.support [--report] NATIVE_CONFIG_JSON`
+prints {"framework", "version", "gaps", "facts"} as one JSON line and exits 1 on gaps
+(0 with --report).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Does the installed openpipe-art express the measurement contract? Checked by behaviour.
+"""ART's answer to "can the installed release express the contract?" (see framework_support).
 
 Each check hands one contract setting (from `build_art_config`) to the installed
 ART's own classes and functions and inspects what ART made of it; none needs a GPU,
-vLLM or Megatron-Core. A check that raises, or whose result differs from the
-setting, is a gap named by its setting. `bench preflight` runs this in the
-framework's environment before any lease:
-
-    python -m rl_pipeline_bench.backends.art.support [--report] NATIVE_CONFIG_JSON
-
-prints {"framework", "version", "gaps", "facts"} and exits 1 when there are gaps (0 with --report).
+vLLM or Megatron-Core. Entry point:
+`python -m rl_pipeline_bench.backends.art.support [--report] NATIVE_CONFIG_JSON`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Does the installed skyrl express the measurement contract? Checked by behaviour.
+"""SkyRL's answer to "can the installed release express the contract?" (see framework_support).
 
-Each check hands the contract's settings (from `build_skyrl_config`) to the
-installed SkyRL's own config builder, validator and metric functions and inspects
-what SkyRL made of them; none needs a GPU, vLLM, Megatron or a Ray cluster. A
-check that raises, or whose result differs from the setting, is a gap named by its
-setting. `bench preflight` runs this in the framework's environment before any lease:
-
-    python -m rl_pipeline_bench.backends.skyrl.support [--report] NATIVE_CONFIG_JSON
-
-prints {"framework", "version", "gaps", "facts"} and exits 1 when there are gaps (0 with --report).
+The checks give the contract's settings (`build_skyrl_config`) to the installed
+SkyRL's own config builder, validator, phase gauge and metric functions; no GPU,
+vLLM, Megatron or Ray cluster is needed. Entry point:
+`python -m rl_pipeline_bench.backends.skyrl.support [--report] NATIVE_CONFIG_JSON`.
 """
 
 from __future__ import annotations

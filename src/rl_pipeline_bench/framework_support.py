@@ -34,6 +34,14 @@ class SupportError(RuntimeError):
 def run_checks(framework: str, checks: Mapping[str, Check], settings: Mapping[str, str], native: dict[str, Any],
                *, workdir: bool = False) -> dict[str, Any]:
     """{framework, version, gaps: {point: 'setting: why'}, facts}; each check gets (native, [workdir,] facts)."""
+    from importlib.metadata import PackageNotFoundError
+
+    try:
+        installed = version(framework)
+    except PackageNotFoundError:
+        return {"framework": framework, "version": None, "facts": {},
+                "gaps": {"installed": f"{framework} is not installed for {sys.executable}; run the check in the "
+                                      "backend's image or native prefix (RL_BENCH_ENV_ROOT)"}}
     gaps: dict[str, str] = {}
     facts: dict[str, Any] = {}
     for point, check in checks.items():
@@ -47,7 +55,7 @@ def run_checks(framework: str, checks: Mapping[str, Check], settings: Mapping[st
                 why = f"{type(exc).__name__}: {exc}"
         if why:
             gaps[point] = f"{settings[point]}: {why}"
-    return {"framework": framework, "version": version(framework), "gaps": gaps, "facts": facts}
+    return {"framework": framework, "version": installed, "gaps": gaps, "facts": facts}
 
 
 def support_main(check_support: Callable[[dict[str, Any]], dict[str, Any]], module: str,
@@ -111,8 +119,10 @@ def refuse_gaps(backend: str, result: dict[str, Any]) -> None:
     """Raise SupportError naming every contract setting the installed framework lacks."""
     gaps = result.get("gaps") or {}
     if gaps:
+        installed = f"{result.get('framework')} {result.get('version')}" if result.get("version") else \
+            f"no {result.get('framework')}"
         raise SupportError(
-            f"installed {result.get('framework')} {result.get('version')} ({result.get('checked_in', 'here')}) cannot "
+            f"installed {installed} ({result.get('checked_in', 'here')}) cannot "
             f"express the measurement contract for {backend}; missing settings:\n  "
             + "\n  ".join(f"{point}: {why}" for point, why in gaps.items())
         )

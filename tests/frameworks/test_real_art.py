@@ -15,6 +15,7 @@ import copy
 import itertools
 import json
 import os
+import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -42,7 +43,7 @@ from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_di
 from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.backends.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.config import get_suite, load_config  # noqa: E402
-from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps, support_main  # noqa: E402
+from rl_pipeline_bench.framework_support import support_main  # noqa: E402
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS, run_trajectory, synthetic_reward  # noqa: E402
 
 
@@ -155,16 +156,18 @@ def test_installed_art_expresses_every_contract_setting(config):
 
 
 def test_an_older_art_release_is_refused_naming_each_missing_setting(config):
-    """The real openpipe-art 0.5.18 (first on the path) through the preflight's own entry point."""
-    native = support_native_config(config, get_suite(config, "comparison"))
-    answer = check_in_python("art", native, sys.executable, env=overlay_env("openpipe-art-0.5.18"))
-    assert answer["version"] == "0.5.18"
+    """The real openpipe-art 0.5.18 (first on the path) met by `bench preflight`, which runs before any lease."""
+    bench = Path(sys.executable).parent / "bench"
+    proc = subprocess.run([str(bench), "preflight", "--suite", "comparison", "--backend", "art", "--runtime", "native"],
+                          env={**overlay_env("openpipe-art-0.5.18"), "RL_BENCH_ENV_ROOT": ""},
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "installed openpipe-art 0.5.18" in proc.stderr and "missing settings:" in proc.stderr
+    named = {line.split(":", 1)[0].strip() for line in proc.stderr.splitlines() if line.startswith("  ")}
     assert {"megatron_runtime", "two_inference_gpus", "routing_replay", "online_autotuning", "mean_policy_age_limit",
-            "in_flight_updates", "lora", "metric_names"} <= set(answer["gaps"])
-    with pytest.raises(SupportError) as err:
-        refuse_gaps("art", answer)
-    for point, why in answer["gaps"].items():
-        assert why.startswith(CONTRACT_SETTINGS[point]) and f"{point}: {why}" in str(err.value)
+            "in_flight_updates", "lora", "metric_names"} <= named, proc.stderr
+    for point in named:
+        assert f"  {point}: {CONTRACT_SETTINGS[point]}" in proc.stderr
 
 
 def test_support_command_line_exits_1_on_gaps(capsys):

@@ -18,7 +18,9 @@ include: "rules/containers.smk"
 include: "rules/model.smk"
 include: "rules/workloads.smk"
 include: "rules/runs.smk"
+include: "rules/eval.smk"
 include: "rules/report.smk"
+include: "rules/tracking.smk"
 
 
 # Light rules run where Snakemake runs, also under a cluster executor

@@ -81,3 +81,59 @@ def lease_prefix(wildcards):
 
     run_id = f"{suite.name}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
     return shlex.join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], run_id)) + " "
+
+
+# -- evaluation (rules/eval.smk): targets come from rl_pipeline_bench.eval.targets ------
+
+import json as _json
+
+from rl_pipeline_bench.eval import targets as _eval_targets
+
+
+def _eval_call(fn, *args, **kwargs):
+    try:
+        return fn(config, *args, **kwargs)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc))
+
+
+def eval_settings_json(esuite):
+    return _json.dumps((config.get("eval_suites") or {}).get(esuite), sort_keys=True)
+
+
+def eval_workers(esuite):
+    return _eval_call(_eval_targets.resolved, esuite)["workers"]
+
+
+def eval_gpus(esuite):
+    return _eval_call(_eval_targets.resolved, esuite)["gpus"]
+
+
+def eval_summaries(esuite, require=True):
+    return _eval_call(_eval_targets.summaries, esuite, require=require)
+
+
+def eval_run_inputs(wildcards):
+    return _eval_call(_eval_targets.run_pointers, wildcards.esuite, wildcards.policy)
+
+
+def eval_user_args(wildcards):
+    """Paths the user brought, as `bench eval run` options (only those that are set)."""
+    args = []
+    ckpt = _eval_call(_eval_targets.checkpoint_path, wildcards.policy)
+    for flag, value in (("--checkpoint", ckpt), ("--entry-point", config.get("eval_policy_entry_point")),
+                        ("--libero-assets", config.get("libero_assets")),
+                        ("--robotwin-assets", config.get("robotwin_assets"))):
+        if value:
+            args += [flag, str(value)]
+    return shlex.join(args)
+
+
+def eval_lease_prefix(wildcards):
+    settings = _eval_call(_eval_targets.resolved, wildcards.esuite)
+    if settings["gpus"] == 0:
+        return ""
+    from rl_pipeline_bench.leases import lease_command
+
+    run_id = f"eval-{wildcards.esuite}-{wildcards.policy}-run{wildcards.run}"
+    return shlex.join(lease_command(settings["gpu_sets"], settings["gpus"], run_id)) + " "

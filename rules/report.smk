@@ -5,6 +5,7 @@ rule render_report:
     input:
         summaries=suite_summaries(SUITE),
         plans=suite_plans(SUITE),
+        evals=eval_summaries(config.get("eval_suite")),
     output:
         html="reports/comparison.html",
         tables=directory("reports/tables"),

@@ -64,7 +64,8 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
 
 
 def render_report(summaries, plans, evidence_root, html, tables, figures, suite: str,
-                  config: dict | None, log_path: str | Path | None = None, run_infra=None, probes=None) -> None:
+                  config: dict | None, log_path: str | Path | None = None, run_infra=None, probes=None,
+                  eval_summaries=()) -> None:
     """The report rule: summaries + plans + evidence root -> html, tables, figures."""
     from .report import render_report as render
 
@@ -80,4 +81,5 @@ def render_report(summaries, plans, evidence_root, html, tables, figures, suite:
             config=config,
             run_infra_paths=run_infra,
             probe_paths=probes,
+            eval_summary_paths=list(eval_summaries),
         )

@@ -20,6 +20,7 @@ import pandas as pd
 from . import figures, tables
 from .collect import OFFERED_QUANTITIES, ReportInputError, load_plans, load_runs, scan_attempts
 from .files import write_output
+from ..eval.report_section import section as eval_section
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +214,8 @@ def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, 
 
 
 def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
-                  suite_name: str, config: dict | None = None, run_infra_paths=None, probe_paths=None) -> None:
+                  suite_name: str, config: dict | None = None, run_infra_paths=None, probe_paths=None,
+                  eval_summary_paths=()) -> None:
     """Build the comparison report from summaries, offered plans and the evidence root.
 
     `config` (the validated config dict) supplies the suite's description, its
@@ -262,6 +264,7 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
         from .infra import build_section
 
         context["infra"] = build_section(run_infra_paths or [], probe_paths or [], Path(tables_dir), Path(figures_dir))
+    context["eval"] = eval_section(eval_summary_paths, Path(tables_dir), tables.write_tables)
     html = _env().get_template("comparison.html.j2").render(**context)
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,63 @@
+# Task-quality evaluation (RLinf protocol). Per (eval suite, policy, run r): eval.json
+# pointing at fresh evidence under results/eval_evidence/ (episodes.parquet,
+# manifest.json, eval.log); per (eval suite, policy): summary.json. Targets are keyed by
+# the hash of the protocol settings, so identical settings never re-evaluate and an
+# evaluated checkpoint is never evaluated again. Logic: rl_pipeline_bench.eval.
+
+
+wildcard_constraints:
+    esuite=r"[A-Za-z0-9_]+",
+    ehash=r"[0-9a-f]{12}",
+    run=r"\d+",
+
+
+rule eval_spec:
+    output:
+        "results/eval/{esuite}-{ehash}/spec.json",
+    log:
+        "logs/eval/{esuite}-{ehash}/spec.log",
+    params:
+        settings=lambda wc: eval_settings_json(wc.esuite),
+        seed=config["seed"],
+    shell:
+        "bench eval spec --suite {wildcards.esuite} --settings-json {params.settings:q} --seed {params.seed}"
+        " --expect-hash {wildcards.ehash} --output {output:q} > {log:q} 2>&1"
+
+
+rule eval_run:
+    input:
+        spec=ancient(rules.eval_spec.output[0]),
+    output:
+        protected("results/eval/{esuite}-{ehash}/{policy}/run{run}/eval.json"),
+    log:
+        "logs/eval/{esuite}-{ehash}/{policy}/run{run}.log",
+    threads: lambda wc: eval_workers(wc.esuite)
+    resources:
+        gpu=lambda wc: eval_gpus(wc.esuite),
+    params:
+        lease=eval_lease_prefix,
+        user=eval_user_args,
+    shell:
+        "{params.lease}bench eval run --spec {input.spec:q} --policy {wildcards.policy} --run {wildcards.run}"
+        " --workers {threads} {params.user} --evidence-root results/eval_evidence --pointer {output:q}"
+        " > {log:q} 2>&1"
+
+
+rule eval_summary:
+    input:
+        spec=rules.eval_spec.output[0],
+        runs=eval_run_inputs,
+    output:
+        "results/eval/{esuite}-{ehash}/{policy}/summary.json",
+    log:
+        "logs/eval/{esuite}-{ehash}/{policy}/summary.log",
+    shell:
+        "bench eval summarize --spec {input.spec:q} --policy {wildcards.policy} --runs {input.runs:q}"
+        " --output {output:q} > {log:q} 2>&1"
+
+
+# Scheduled evaluation: every global_step_* checkpoint under --config eval_checkpoints_dir
+# (plus the suite's built-in policies); those with evidence already are not re-run.
+rule eval_all:
+    input:
+        eval_summaries(config.get("eval_suite"), require=False),

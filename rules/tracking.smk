@@ -1,0 +1,19 @@
+# Results in MLflow: every benchmark run, probe and evaluation of the selected suites
+# becomes one MLflow run (idempotent: a run id is logged once). Default store: SQLite
+# under results/mlflow/; --config mlflow_uri=http://HOST:PORT for a server.
+
+
+rule mlflow_export:
+    input:
+        summaries=suite_summaries(SUITE),
+        evals=eval_summaries(config.get("eval_suite")),
+    output:
+        "results/mlflow/exported-{suite}.json",
+    log:
+        "logs/tracking/mlflow-{suite}.log",
+    params:
+        uri=lambda wc: f"--uri {shlex.quote(config['mlflow_uri'])}" if config.get("mlflow_uri") else "",
+        experiment=config.get("mlflow_experiment", "RLinf"),
+    shell:
+        "bench mlflow export --summaries {input.summaries:q} --eval-summaries {input.evals:q} {params.uri}"
+        " --experiment {params.experiment:q} --record {output:q} > {log:q} 2>&1"

@@ -1,0 +1,46 @@
+"""`bench mlflow export`: every benchmark run, probe and evaluation as an MLflow run (idempotent)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("mlflow", help="results in MLflow")
+    sub = p.add_subparsers(dest="mlflow_command", required=True, metavar="MLFLOW_COMMAND")
+    e = sub.add_parser("export", help="log every summary under results/ not yet in the tracking store")
+    e.add_argument("--results", type=Path, default=Path("results"), help="results directory to scan")
+    e.add_argument("--summaries", nargs="*", type=Path, default=None, metavar="SUMMARY_JSON",
+                   help="benchmark summaries to export instead of scanning")
+    e.add_argument("--eval-summaries", nargs="*", type=Path, default=None, metavar="EVAL_SUMMARY_JSON")
+    e.add_argument("--probe-summaries", nargs="*", type=Path, default=None, metavar="PROBE_SUMMARY_JSON")
+    e.add_argument("--uri", default=None, help="tracking URI (default: SQLite under results/mlflow/)")
+    e.add_argument("--experiment", default="RLinf")
+    e.add_argument("--record", type=Path, default=None, help="JSON list of exported keys and MLflow run ids")
+    e.add_argument("--log", type=Path, default=None)
+    e.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..evidence import atomic_write_json
+    from ..jobs import job_log
+    from ..tracking import mlflow_export
+    from ..tracking.records import BUILDERS, discover
+
+    explicit = {"benchmark": args.summaries, "evaluation": args.eval_summaries, "probe": args.probe_summaries}
+    found = discover(args.results) if all(v is None for v in explicit.values()) else \
+        {k: list(v or []) for k, v in explicit.items()}
+    uri = args.uri or mlflow_export.default_uri(args.results / "mlflow")
+    mlflow_export.check_server(uri)  # an unreachable server stops before anything is read
+    with job_log(args.log):
+        records = [BUILDERS[kind](p) for kind in ("benchmark", "probe", "evaluation") for p in found[kind]]
+        exported = mlflow_export.export(records, uri, args.experiment)
+    if args.record:
+        args.record.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.record, {"uri": uri, "experiment": args.experiment, "runs": exported})
+    logged = sum(1 for e in exported if e["action"] == "logged")
+    print(f"bench mlflow export: {logged} logged, {len(exported) - logged} already there ({uri}, experiment "
+          f"{args.experiment!r})")
+    return 0

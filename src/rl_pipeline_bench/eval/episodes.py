@@ -1,0 +1,75 @@
+"""Evaluation evidence (`results/eval_evidence/{eval_run_id}/`): manifest, episodes, log.
+
+Like benchmark evidence, a directory is created fresh by every evaluation run and
+never reused, deleted or overwritten; files are replaced atomically as the run
+goes, so a crash leaves the episodes finished so far.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from ..evidence import atomic_write_json, atomic_write_table
+
+SCHEMA = "rl-bench/eval-evidence/v1"
+MANIFEST = "manifest.json"
+EPISODES = "episodes.parquet"
+LOG = "eval.log"
+
+EPISODES_SCHEMA = pa.schema([
+    ("suite_task", pa.string()),     # LIBERO suite / RoboTwin or robosuite task as named in the eval suite
+    ("group", pa.string()),          # reporting group: LIBERO suite label, RoboTwin horizon, robosuite task
+    ("task_index", pa.int64()),
+    ("task", pa.string()),
+    ("scenario", pa.int64()),        # init-state index (LIBERO) or scene number
+    ("run", pa.int64()),
+    ("scenario_seed", pa.int64()),
+    ("seed", pa.int64()),
+    ("steps", pa.int64()),
+    ("max_steps", pa.int64()),
+    ("success", pa.bool_()),
+    ("wall_time_s", pa.float64()),
+    ("error", pa.string()),          # null unless the episode crashed (then success is false)
+])
+COLUMNS = tuple(EPISODES_SCHEMA.names)
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def new_eval_run_id(eval_suite: str, policy_id: str, run: int) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    parts = [stamp, "eval", eval_suite, policy_id, f"run{run}", uuid.uuid4().hex[:8]]
+    return "-".join(_SAFE.sub("_", p).strip("._") or "x" for p in parts)
+
+
+def episodes_table(rows: list[dict[str, Any]]) -> pa.Table:
+    cols = {name: [r.get(name) for r in rows] for name in COLUMNS}
+    return pa.Table.from_pydict(cols, schema=EPISODES_SCHEMA)
+
+
+def write_episodes(directory: Path, rows: list[dict[str, Any]]) -> None:
+    atomic_write_table(Path(directory) / EPISODES, episodes_table(rows))
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    atomic_write_json(Path(directory) / MANIFEST, manifest)
+
+
+def read_episodes(directory: Path | str) -> pd.DataFrame:
+    df = pd.read_parquet(Path(directory) / EPISODES)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{directory}/{EPISODES}: missing column(s) {missing}")
+    return df
+
+
+def read_manifest(directory: Path | str) -> dict[str, Any]:
+    return json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))

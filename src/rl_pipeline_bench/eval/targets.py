@@ -1,0 +1,63 @@
+"""File targets of the eval stage, computed from the config at DAG time (used by rules/eval.smk).
+
+Spec, runs and summaries live under `results/eval/{eval_suite}-{settings hash}/`;
+each run's `eval.json` points at its evidence under `results/eval_evidence/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ConfigError
+from . import spec as eval_spec
+from .policies.loader import BUILTIN, checkpoint_id, configured_checkpoints
+
+ROOT = Path("results/eval")
+EVIDENCE_ROOT = Path("results/eval_evidence")
+
+
+def resolved(config: dict, name: str) -> dict:
+    return eval_spec.resolve(config, name)
+
+
+def spec_path(config: dict, name: str) -> str:
+    return str(eval_spec.spec_dir(resolved(config, name), ROOT) / "spec.json")
+
+
+def policies(config: dict, name: str) -> list[str]:
+    """Policy ids to evaluate in a suite: its built-ins, then every configured checkpoint."""
+    s = resolved(config, name)
+    ids = [p for p in s["policies"] if p in BUILTIN]
+    ids.extend(checkpoint_id(p) for p in configured_checkpoints(config))
+    return ids
+
+
+def checkpoint_path(config: dict, policy_id: str) -> str | None:
+    for p in configured_checkpoints(config):
+        if checkpoint_id(p) == policy_id:
+            return str(Path(p).expanduser().resolve())
+    if policy_id in BUILTIN:
+        return None
+    raise ConfigError(f"policy '{policy_id}' is neither built-in ({', '.join(BUILTIN)}) nor a configured checkpoint "
+                      "(eval_checkpoint / eval_checkpoints_dir)")
+
+
+def run_pointers(config: dict, name: str, policy_id: str) -> list[str]:
+    s = resolved(config, name)
+    d = eval_spec.spec_dir(s, ROOT) / policy_id
+    return [str(d / f"run{r}" / "eval.json") for r in range(1, s["runs"] + 1)]
+
+
+def summary_path(config: dict, name: str, policy_id: str) -> str:
+    return str(eval_spec.spec_dir(resolved(config, name), ROOT) / policy_id / "summary.json")
+
+
+def summaries(config: dict, name: str | None, require: bool = True) -> list[str]:
+    """Every summary of an eval suite; a suite with nothing to evaluate is an error naming the fix."""
+    if not name:
+        return []
+    ids = policies(config, name)
+    if not ids and require:
+        raise ConfigError(f"eval suite '{name}' has no policy to evaluate: pass --config eval_checkpoint=PATH or "
+                          "eval_checkpoints_dir=DIR (README: Task-quality evaluation)")
+    return [summary_path(config, name, p) for p in ids]

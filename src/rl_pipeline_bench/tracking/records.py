@@ -1,0 +1,150 @@
+"""What becomes an MLflow run: one record per benchmark run, probe or evaluation.
+
+Each record has a stable key (the evidence run id, or the evaluation's suite, spec
+hash and policy) that the exporter uses to log it exactly once. Records are built
+from summaries only, so the export is a pure function of retained evidence.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Record:
+    key: str                       # unique and stable: logged once under this key
+    kind: str                      # "benchmark" | "evaluation" | "probe"
+    name: str                      # MLflow run name
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    metric_steps: dict[str, dict[int, float]] = field(default_factory=dict)  # per-step series (runs of an eval)
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def _p(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, separators=(",", ":"))
+    return "None" if v is None else str(v)
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _read(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+BENCHMARK_METRICS = (
+    ("headline_trajectories_per_s", ("e2e", "headline", "trajectories_per_s")),
+    ("headline_assistant_tokens_per_s", ("e2e", "headline", "assistant_tokens_per_s")),
+    ("measured_trajectories_per_s", ("e2e", "measured", "trajectories_per_s")),
+    ("measured_assistant_tokens_per_s", ("e2e", "measured", "assistant_tokens_per_s")),
+    ("trainer_assistant_tokens_per_s", ("trainer", "headline", "assistant_tokens_per_s")),
+)
+
+
+def _get(d: Any, path: tuple[str, ...]) -> Any:
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def benchmark_record(summary_path: Path) -> Record:
+    s = _read(summary_path)
+    prov = s.get("provenance") or {}
+    evidence = Path(s.get("evidence_dir") or "")
+    spec_hash = s.get("spec_hash") or _get(s, ("spec", "hash"))
+    params = {
+        "suite": _p(s.get("suite")), "backend": _p(s.get("backend")), "workload": _p(s.get("workload")),
+        "trial": _p(s.get("trial")), "contract": _p(s.get("contract")), "spec_hash": _p(spec_hash),
+        "recipe_sha256": _p(prov.get("recipe_sha256")), "source_sha256": _p(prov.get("source_sha256")),
+        "model": _p(prov.get("model")), "valid": _p(s.get("valid")), "val_only": "False",
+    }
+    metrics = {name: v for name, path in BENCHMARK_METRICS if (v := _num(_get(s, path))) is not None}
+    artifacts = [Path(summary_path)] + [p for p in (evidence / "manifest.json",) if p.is_file()]
+    return Record(key=f"benchmark:{s['run_id']}", kind="benchmark",
+                  name=f"{s.get('suite')}/{s.get('backend')}/{s.get('workload')}/trial{s.get('trial')}",
+                  params=params, metrics=metrics, artifacts=artifacts)
+
+
+def evaluation_record(summary_path: Path) -> Record:
+    s = _read(summary_path)
+    runs = s.get("runs") or []
+    policy = (runs[0].get("policy") if runs else None) or {}
+    o = s.get("overall") or {}
+    params = {
+        "suite": s["eval_suite"], "backend": s["benchmark"], "benchmark": s["benchmark"], "policy": s["policy_id"],
+        "policy_path": _p(policy.get("path")), "policy_sha256": _p(policy.get("sha256")),
+        "spec_hash": s["spec_hash"], "protocol": _p(s["protocol"].get("protocol")),
+        "scenarios_per_task": _p(s["protocol"].get("scenarios_per_task")), "runs": _p(s["protocol"].get("runs")),
+        "seed": _p(s["protocol"].get("seed")), "greedy": _p(s["protocol"].get("greedy")),
+        "complete": _p(s.get("complete")), "val_only": "True",
+    }
+    metrics: dict[str, float] = {}
+    if o.get("success_rate_mean") is not None:
+        metrics["success_rate"] = float(o["success_rate_mean"])
+    if o.get("success_rate_std") is not None:
+        metrics["success_rate_std"] = float(o["success_rate_std"])
+    for key in ("episodes", "crashed"):
+        if o.get(key) is not None:
+            metrics[key] = float(o[key])
+    for g in s.get("per_group") or []:
+        if g.get("success_rate_mean") is not None:
+            metrics[f"success_rate/{g['group']}"] = float(g["success_rate_mean"])
+    for c in s.get("paper_columns") or []:
+        if c.get("success_rate_mean") is not None:
+            metrics[f"success_rate/paper/{c['column']}"] = float(c["success_rate_mean"])
+    for t in s.get("per_task") or []:
+        if t.get("success_rate_mean") is not None:
+            metrics[f"success_rate/task/{t['suite_task']}/{t['task_index']}"] = float(t["success_rate_mean"])
+    steps = {"success_rate_per_run": {int(r): float(v) for r, v in (o.get("per_run") or {}).items()}}
+    artifacts = [Path(summary_path)]
+    for r in runs:
+        m = Path(r.get("evidence_dir") or "") / "manifest.json"
+        if m.is_file():
+            artifacts.append(m)
+    return Record(key=f"evaluation:{s['eval_suite']}-{s['spec_hash']}/{s['policy_id']}", kind="evaluation",
+                  name=f"eval/{s['eval_suite']}/{s['policy_id']}", params=params, metrics=metrics,
+                  metric_steps=steps, artifacts=artifacts)
+
+
+def probe_record(summary_path: Path) -> Record:
+    """A probe summary (issue 15): its numeric top-level and nested figures become metrics."""
+    s = _read(summary_path)
+    metrics: dict[str, float] = {}
+
+    def walk(prefix: str, v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}/{k}" if prefix else str(k), x)
+        elif (n := _num(v)) is not None:
+            metrics[prefix] = n
+
+    walk("", s.get("metrics") if isinstance(s.get("metrics"), dict) else s)
+    key = s.get("run_id") or s.get("probe_id") or str(summary_path)
+    params = {"suite": _p(s.get("suite")), "backend": _p(s.get("probe") or s.get("kind")), "val_only": "False",
+              "spec_hash": _p(s.get("spec_hash"))}
+    return Record(key=f"probe:{key}", kind="probe", name=f"probe/{s.get('probe') or s.get('kind') or key}",
+                  params=params, metrics=metrics, artifacts=[Path(summary_path)])
+
+
+def discover(results: Path | str) -> dict[str, list[Path]]:
+    """Every summary under results/: benchmark runs, evaluations, probes (sorted)."""
+    root = Path(results)
+    return {
+        "benchmark": sorted(p for p in (root / "runs").rglob("summary.json")),
+        "evaluation": sorted(p for p in (root / "eval").rglob("summary.json")),
+        "probe": sorted(p for p in (root / "probes").rglob("summary.json")) if (root / "probes").is_dir() else [],
+    }
+
+
+BUILDERS = {"benchmark": benchmark_record, "evaluation": evaluation_record, "probe": probe_record}

@@ -1,0 +1,139 @@
+"""The protocol's aggregation on hand-made episodes: per-run rates, mean ± std over runs,
+groups, crashed and missing episodes, and the paper comparison."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from rl_pipeline_bench.config import ConfigError, load_config
+from rl_pipeline_bench.eval import aggregate, protocol, spec as eval_spec, tables
+from rl_pipeline_bench.eval.benchmarks import paper_reference, task_limits
+
+
+def _spec(benchmark="libero", tasks=("libero_spatial", "libero_10"), n=4, runs=3):
+    config = load_config()
+    config["eval_suites"] = {"t": {"benchmark": benchmark, "tasks": list(tasks), "scenarios_per_task": n,
+                                   "runs": runs, "policies": [], "workers": 1, "gpus": 0}}
+    return eval_spec.resolve(config, "t")
+
+
+def _episodes(spec, outcome, n_tasks=2, group_of=None):
+    """outcome(suite_task, task_index, scenario, run) -> True/False/'crash'."""
+    rows = []
+    for st in spec["tasks"]:
+        for ti in range(n_tasks):
+            for sc in range(spec["scenarios_per_task"]):
+                for run in range(1, spec["runs"] + 1):
+                    o = outcome(st, ti, sc, run)
+                    rows.append({"suite_task": st, "group": group_of(st) if group_of else st, "task_index": ti,
+                                 "task": f"{st}-task{ti}", "scenario": sc, "run": run, "scenario_seed": 0, "seed": 0,
+                                 "steps": 10, "max_steps": 512, "success": o is True,
+                                 "wall_time_s": 1.0, "error": "RuntimeError: boom" if o == "crash" else None})
+    return pd.DataFrame(rows)
+
+
+LABELS = {"libero_spatial": "Spatial", "libero_10": "Long"}
+
+
+def test_per_task_rates_are_per_run_then_mean_and_sample_std():
+    spec = _spec()
+    # libero_spatial task 0: run1 4/4, run2 2/4, run3 3/4 -> 100, 50, 75 %: mean 75, sample std 25
+    table = {1: 4, 2: 2, 3: 3}
+    ep = _episodes(spec, lambda st, ti, sc, r: (sc < table[r]) if (st, ti) == ("libero_spatial", 0) else sc == 0,
+                   group_of=LABELS.get)
+    s = aggregate.summarize(ep, spec, "p")
+    assert s["complete"], s["problems"]
+    t0 = next(t for t in s["per_task"] if t["suite_task"] == "libero_spatial" and t["task_index"] == 0)
+    assert t0["per_run"] == {1: 1.0, 2: 0.5, 3: 0.75}
+    assert t0["success_rate_mean"] == pytest.approx(0.75)
+    assert t0["success_rate_std"] == pytest.approx(0.25)
+    other = next(t for t in s["per_task"] if t["suite_task"] == "libero_10")
+    assert other["success_rate_mean"] == pytest.approx(0.25) and other["success_rate_std"] == pytest.approx(0.0)
+    spatial = next(g for g in s["per_group"] if g["group"] == "Spatial")
+    # run r pools both spatial tasks: (table[r] + 1) / 8
+    assert spatial["per_run"] == {r: (table[r] + 1) / 8 for r in table}
+    assert s["overall"]["episodes"] == 2 * 2 * 4 * 3
+    assert s["overall"]["success_rate_mean"] == pytest.approx(sum((table[r] + 1 + 2) / 16 for r in table) / 3)
+
+
+def test_crashed_episode_counts_as_unsuccessful_and_is_counted():
+    spec = _spec(runs=1)
+    ep = _episodes(spec, lambda st, ti, sc, r: "crash" if sc == 1 else True, group_of=LABELS.get)
+    ep.loc[ep["error"].notna(), "success"] = True  # a crashed episode never counts, whatever its flag says
+    s = aggregate.summarize(ep, spec, "p")
+    assert s["overall"]["crashed"] == 4 and s["overall"]["success_rate_mean"] == pytest.approx(0.75)
+    assert s["overall"]["success_rate_std"] is None  # one run: no spread to report
+
+
+def test_missing_and_duplicated_episodes_make_the_summary_incomplete():
+    spec = _spec(runs=2)
+    ep = _episodes(spec, lambda *a: True, group_of=LABELS.get)
+    ep = ep[~((ep["run"] == 2) & (ep["scenario"] == 3) & (ep["task_index"] == 1) & (ep["suite_task"] == "libero_10"))]
+    ep = pd.concat([ep, ep.iloc[:1]])
+    s = aggregate.summarize(ep, spec, "p")
+    assert not s["complete"]
+    assert any("libero_10 task 1 run 2: 3 episodes, expected 4" in p for p in s["problems"])
+    assert any("duplicated" in p for p in s["problems"])
+
+
+def test_robotwin_horizons_and_paper_columns():
+    spec = _spec("robotwin", tasks=("lift_pot", "move_can_pot", "handover_block", "blocks_ranking_rgb"), n=2, runs=2)
+    from rl_pipeline_bench.eval.benchmarks import group_of
+
+    ok = {"lift_pot": 1.0, "move_can_pot": 0.5, "handover_block": 0.0, "blocks_ranking_rgb": 1.0}
+    ep = _episodes(spec, lambda st, ti, sc, r: sc < ok[st] * 2, n_tasks=1, group_of=lambda st: group_of("robotwin", st))
+    s = aggregate.summarize(ep, spec, "p")
+    groups = {g["group"]: g["success_rate_mean"] for g in s["per_group"]}
+    assert groups == {"Short": 1.0, "Medium": 0.5, "Long": 0.0, "Extra-Long": 1.0}
+    cols = {c["column"]: c["success_rate_mean"] for c in s["paper_columns"]}
+    assert cols == {"Short": 1.0, "Medium": 0.5, "Long+XL": 0.5}
+    assert spec["max_steps"] == {"lift_pot": 400, "move_can_pot": 400, "handover_block": 800, "blocks_ranking_rgb": 1200}
+
+
+def test_paper_comparison_keeps_reference_rows_and_differences():
+    spec = _spec(tasks=("libero_spatial", "libero_object", "libero_goal", "libero_10"), n=2, runs=1)
+    labels = {"libero_spatial": "Spatial", "libero_object": "Object", "libero_goal": "Goal", "libero_10": "Long"}
+    ep = _episodes(spec, lambda st, ti, sc, r: sc == 0 or st == "libero_goal", group_of=labels.get)
+    s = aggregate.summarize(ep, spec, "ckpt")
+    s["_path"] = "x/summary.json"
+    df = tables.paper_comparison([s])
+    ref = paper_reference()
+    paper = df[df["kind"] == "paper"]
+    assert len(paper) == 4 * 5 + 2 * 4  # every reference cell of both tables, as data
+    assert paper.set_index(["row", "column"]).loc[("+ RLinf", "Long"), "success_pct"] == ref["libero"]["rows"]["+ RLinf"]["Long"]
+    measured = df[df["kind"] == "measured"].set_index("column")["success_pct"]
+    assert measured["Goal"] == pytest.approx(100.0) and measured["Spatial"] == pytest.approx(50.0)
+    assert measured["Avg"] == pytest.approx(62.5)
+    diff = df[(df["kind"] == "difference") & (df["row"].str.endswith("− OpenVLA-OFT (SFT)"))].set_index("column")
+    assert diff.loc["Spatial", "success_pct"] == pytest.approx(50.0 - 91.6)
+    wide = tables.paper_wide(df, "robotwin")
+    assert [r["kind"] for r in wide["rows"]] == ["paper", "paper"]  # nothing measured: reference rows only
+
+
+def test_seeds_are_pure_and_scenarios_shared_between_runs():
+    spec = _spec("robosuite", tasks=("Lift",), n=3, runs=2)
+    tasks = [protocol.TaskRef("Lift", 0, "Lift", "")]
+    r1, r2 = protocol.plan(spec, tasks, 1), protocol.plan(spec, tasks, 2)
+    assert [e.scenario_seed for e in r1] == [e.scenario_seed for e in r2]
+    assert [e.seed for e in r1] != [e.seed for e in r2]
+    assert r1 == protocol.plan(spec, tasks, 1)
+    with pytest.raises(ValueError, match="outside 1..2"):
+        protocol.plan(spec, tasks, 3)
+
+
+def test_spec_hash_keys_the_work_and_bad_names_are_refused():
+    a, b = _spec(n=4), _spec(n=5)
+    assert a["hash"] != b["hash"]
+    config = load_config()
+    config["eval_suites"]["smoke"] = dict(config["eval_suites"]["smoke"], workers=1)
+    assert eval_spec.resolve(config, "smoke")["hash"] == eval_spec.resolve(load_config(), "smoke")["hash"]
+    with pytest.raises(ConfigError, match="unknown LIBERO suite 'libero_100'.*libero_10"):
+        task_limits("libero", "libero_100")
+    with pytest.raises(ConfigError, match="unknown eval suite 'nope'"):
+        eval_spec.resolve(load_config(), "nope")
+    with pytest.raises(ConfigError, match="exceeds the 50 init states"):
+        _spec(n=51)
+    assert not math.isnan(a["seed"])

@@ -1,0 +1,183 @@
+"""MLflow export against a real `mlflow server` on 127.0.0.1, and the seed's query.
+
+Inputs are real summaries made by the project's own code: an evaluation summary
+from evidence written by the eval writers (hand-made episodes), and a benchmark
+summary from the contract code on a fabricated, valid evidence directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+mlflow = pytest.importorskip("mlflow", reason="MLflow is the `mlflow` extra; .ci/run installs it")  # noqa: F841
+
+from rl_pipeline_bench.cli import main  # noqa: E402
+from rl_pipeline_bench.config import ConfigError, load_config  # noqa: E402
+from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
+from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
+from rl_pipeline_bench.eval.summary import summarize_runs  # noqa: E402
+from rl_pipeline_bench.evidence import atomic_write_json  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    exe = Path(sys.executable).parent / "mlflow"
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen([str(exe), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+                             "--artifacts-destination", str(root / "artifacts")],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(uri + "/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"mlflow server did not come up: {(root / 'server.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    yield uri
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def _eval_summary(tmp: Path) -> Path:
+    config = load_config()
+    spec = eval_spec.resolve(config, "libero_10")
+    d = eval_spec.spec_dir(spec, tmp / "results/eval")
+    d.mkdir(parents=True)
+    atomic_write_json(d / "spec.json", spec)
+    pointers = []
+    for run in (1, 2, 3):
+        ev = tmp / "results/eval_evidence" / f"ev-run{run}"
+        ev.mkdir(parents=True)
+        rows = [{"suite_task": "libero_10", "group": "Long", "task_index": t, "task": f"task{t}", "scenario": s,
+                 "run": run, "scenario_seed": 0, "seed": run, "steps": 100, "max_steps": 512,
+                 "success": (s + t + run) % 4 != 0, "wall_time_s": 1.0, "error": None}
+                for t in range(10) for s in range(50)]
+        write_episodes(ev, rows)
+        write_manifest(ev, {"eval_run_id": f"ev-run{run}", "spec_hash": spec["hash"], "run": run,
+                            "status": "completed", "started_at": "t0", "finished_at": "t1",
+                            "policy": {"policy_id": "global_step_100-abcd1234", "kind": "checkpoint",
+                                       "path": "/ckpt/global_step_100", "sha256": "0" * 64},
+                            "packages": {"hf-libero": "0.1.4"}, "host": {"hostname": "h"}, "gpus": None})
+        p = d / "global_step_100-abcd1234" / f"run{run}" / "eval.json"
+        p.parent.mkdir(parents=True)
+        atomic_write_json(p, {"evidence_dir": str(ev)})
+        pointers.append(p)
+    out = d / "global_step_100-abcd1234" / "summary.json"
+    summarize_runs(d / "spec.json", "global_step_100-abcd1234", pointers, out)
+    return out
+
+
+def _benchmark_summary(tmp: Path) -> Path:
+    from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
+
+    from rl_pipeline_bench.contract import summarize_to_file
+
+    ev = build_evidence(tmp / "results/evidence")
+    out = tmp / "results/runs/smoke/reference/multi_turn/trial1/summary.json"
+    summarize_to_file(ev, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def summaries(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mlflow-inputs")
+    return tmp, _eval_summary(tmp), _benchmark_summary(tmp)
+
+
+def _export(uri: str, tmp: Path, *extra: str) -> dict:
+    record = tmp / f"record-{time.monotonic_ns()}.json"
+    rc = main(["mlflow", "export", "--results", str(tmp / "results"), "--uri", uri, "--record", str(record), *extra])
+    assert rc == 0
+    return json.loads(record.read_text())
+
+
+def test_export_and_the_seeds_query_against_a_real_server(server, summaries):
+    from mlflow.tracking import MlflowClient
+
+    tmp, eval_summary, bench_summary = summaries
+    first = _export(server, tmp)
+    assert sorted(r["action"] for r in first["runs"]) == ["logged", "logged"]
+
+    # The seed's query, as written there.
+    client = MlflowClient(server)
+    experiment = client.get_experiment_by_name("RLinf")
+    runs = client.search_runs(experiment_ids=[experiment.experiment_id], filter_string="params.val_only = 'True'")
+    printed = [f"{run.info.run_name}: SR={run.data.metrics.get('success_rate', 'N/A')}" for run in runs]
+    expected = json.loads(eval_summary.read_text())["overall"]["success_rate_mean"]
+    assert printed == [f"eval/libero_10/global_step_100-abcd1234: SR={expected}"]
+    run = runs[0]
+    assert run.data.params["suite"] == "libero_10" and run.data.params["val_only"] == "True"
+    assert run.data.params["spec_hash"] == json.loads(eval_summary.read_text())["spec_hash"]
+    assert run.data.metrics["success_rate/Long"] == pytest.approx(expected)
+    history = client.get_metric_history(run.info.run_id, "success_rate_per_run")
+    assert sorted(m.step for m in history) == [1, 2, 3]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "global_step_100-abcd1234")}
+    assert "global_step_100-abcd1234/summary.json" in artifacts
+
+    bench = client.search_runs([experiment.experiment_id], filter_string="params.val_only = 'False'")
+    assert len(bench) == 1
+    b = bench[0]
+    s = json.loads(bench_summary.read_text())
+    assert b.data.params["backend"] == "reference" and b.data.params["workload"] == "multi_turn"
+    assert s["valid"] and b.data.params["recipe_sha256"] == "a" * 64
+    assert b.data.metrics["headline_trajectories_per_s"] == pytest.approx(s["e2e"]["headline"]["trajectories_per_s"])
+    assert "trainer_assistant_tokens_per_s" in b.data.metrics
+
+    # Idempotent: exporting again logs nothing and changes nothing.
+    again = _export(server, tmp)
+    assert [r["action"] for r in again["runs"]] == ["kept", "kept"]
+    assert {r["run_id"] for r in again["runs"]} == {r["run_id"] for r in first["runs"]}
+    assert len(client.search_runs([experiment.experiment_id])) == 2
+
+
+def test_default_store_is_sqlite_under_results(summaries):
+    tmp, _, _ = summaries
+    rc = main(["mlflow", "export", "--results", str(tmp / "results")])
+    assert rc == 0
+    db = tmp / "results/mlflow/mlflow.db"
+    assert db.is_file()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("RLinf")
+    assert len(client.search_runs([exp.experiment_id], filter_string="params.val_only = 'True'")) == 1
+
+
+def test_unreachable_server_is_named_before_work(summaries, capsys):
+    tmp, _, _ = summaries
+    uri = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(ConfigError, match=f"MLflow tracking server {uri} does not answer"):
+        from rl_pipeline_bench.tracking.mlflow_export import check_server
+
+        check_server(uri)
+    assert main(["mlflow", "export", "--results", str(tmp / "results"), "--uri", uri]) == 2
+    assert f"MLflow tracking server {uri} does not answer" in capsys.readouterr().err

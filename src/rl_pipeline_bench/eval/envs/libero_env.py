@@ -99,6 +99,7 @@ def preflight(spec: dict, config: dict) -> dict[str, Any]:
                 raise ConfigError(f"LIBERO {name} task {i} has {n} init states, fewer than the "
                                   f"{spec['scenarios_per_task']} scenarios asked for")
     os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ["PYOPENGL_PLATFORM"] = os.environ["MUJOCO_GL"]
     return {"packages": versions, "libero_assets": str(assets), "mujoco_gl": os.environ["MUJOCO_GL"]}
 
 

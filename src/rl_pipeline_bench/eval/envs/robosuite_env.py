@@ -26,6 +26,8 @@ LANGUAGE = {"Lift": "lift the red cube"}
 def preflight(spec: dict, config: dict) -> dict[str, Any]:
     versions = require_packages("robosuite", PACKAGES, INSTALL_HINT)
     gl = os.environ.setdefault("MUJOCO_GL", "osmesa")
+    # robosuite's import sets PYOPENGL_PLATFORM=egl when unset; it must name the same backend.
+    os.environ["PYOPENGL_PLATFORM"] = gl
     if gl == "osmesa" and not any(os.path.exists(p) for p in (
             "/usr/lib/x86_64-linux-gnu/libOSMesa.so.8", "/usr/lib/x86_64-linux-gnu/libOSMesa.so.6",
             "/usr/lib/aarch64-linux-gnu/libOSMesa.so.8", "/usr/lib64/libOSMesa.so.8")):

@@ -9,8 +9,8 @@ class CrashesOnSecondEpisode(ScriptedLift):
     """The scripted baseline, except that its second episode raises mid-way."""
 
     def __init__(self):
+        self.episodes = -1  # ScriptedLift.__init__ resets once
         super().__init__()
-        self.episodes = 0
 
     def reset(self, task, language):
         super().reset(task, language)

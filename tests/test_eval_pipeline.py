@@ -56,8 +56,11 @@ def evaluated(tmp_path_factory):
     shutil.copytree(ROOT, workdir, ignore=_SKIP, symlinks=True)
     ckpts = workdir.parent / "training"
     _checkpoint(ckpts, 5)
-    # The built-in scripted policy and the same policy saved as a checkpoint: 2 x (2 runs x 2 scenarios).
-    proc = _snakemake(workdir, "eval_all", "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
+    # Only the checkpoint (the scripted policy saved with policy.json): 2 runs x 2 scenarios.
+    # --configfile merges into config.yaml, and `policies` is not a hashed setting.
+    (workdir / "checkpoints-only.yaml").write_text("eval_suites: {smoke: {policies: []}}\n")
+    proc = _snakemake(workdir, "eval_all", "--configfile", "checkpoints-only.yaml",
+                      "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
     assert proc.returncode == 0, "smoke evaluation failed"
     return workdir, ckpts
 
@@ -68,7 +71,8 @@ def test_smoke_evaluation_writes_evidence_and_summary(evaluated):
     base = workdir / "results/eval" / f"smoke-{spec['hash']}"
     assert eval_spec.load(base / "spec.json")["hash"] == spec["hash"]
     pid = checkpoint_id(ckpts / "actor/global_step_5")
-    for policy in ("scripted_lift", pid):
+    assert not (base / "scripted_lift").exists()
+    for policy in (pid,):
         summary = json.loads((base / policy / "summary.json").read_text())
         assert summary["complete"], summary["problems"]
         assert summary["overall"]["episodes"] == spec["runs"] * spec["scenarios_per_task"]
@@ -92,7 +96,8 @@ def test_scheduled_evaluation_runs_only_new_checkpoints(evaluated):
     workdir, ckpts = evaluated
     new = checkpoint_id(_checkpoint(ckpts, 10))
     old = checkpoint_id(ckpts / "actor/global_step_5")
-    proc = _snakemake(workdir, "-n", "eval_all", "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
+    proc = _snakemake(workdir, "-n", "eval_all", "--configfile", "checkpoints-only.yaml",
+                      "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
     assert proc.returncode == 0
     planned = [line for line in proc.stdout.splitlines() if "bench eval run" in line]
     assert len(planned) == 2 and all(f"--policy {new}" in line for line in planned), planned
@@ -107,9 +112,9 @@ def test_report_shows_the_evaluation_beside_the_paper_table(evaluated, tmp_path)
     render_report([], [], workdir / "results/evidence", tmp_path / "r.html", tmp_path / "tables", tmp_path / "fig",
                   "smoke", load_config(), eval_summaries=summaries)
     html = (tmp_path / "r.html").read_text()
-    assert 'id="eval"' in html and "scripted_lift" in html and "OpenVLA-OFT (SFT)" in html and "99.4" in html
+    assert 'id="eval"' in html and "global_step_5" in html and "OpenVLA-OFT (SFT)" in html and "99.4" in html
     overall = pd.read_csv(tmp_path / "tables/eval_overall.csv")
-    assert list(overall["success_pct_mean"]) == [100.0, 100.0]
+    assert list(overall["success_pct_mean"]) == [100.0]
     paper = pd.read_csv(tmp_path / "tables/eval_paper_comparison.csv")
     assert set(paper["kind"]) == {"paper"}  # robosuite has no paper counterpart: reference rows only
 
@@ -145,3 +150,18 @@ def test_bad_input_stops_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="unknown eval suite"):
         eval_spec.resolve(config, "libero_11")
     assert not (tmp_path / "ev").exists()
+
+
+def test_workflow_refuses_bad_input_at_dag_time(evaluated, tmp_path):
+    workdir, _ = evaluated
+    cases = [
+        (["eval_suite=libero_10", f"eval_checkpoint={tmp_path / 'global_step_9'}"],
+         f"policy checkpoint {tmp_path / 'global_step_9'}: no such file or directory"),
+        (["eval_suite=libero_10"], "lerobot/libero-assets"),
+        (["eval_suite=libero_11"], "unknown eval suite 'libero_11'"),
+        (["eval_suite=robotwin"], "RoboTwin 2.0 episodes are not executed"),
+    ]
+    for settings, message in cases:
+        proc = _snakemake(workdir, "-n", "eval_all", "--config", *settings)
+        assert proc.returncode != 0 and message in proc.stdout + proc.stderr, (settings, proc.stderr[-2000:])
+    assert not list((workdir / "results/eval").glob("libero_*"))

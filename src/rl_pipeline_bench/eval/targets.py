@@ -52,10 +52,31 @@ def summary_path(config: dict, name: str, policy_id: str) -> str:
     return str(eval_spec.spec_dir(resolved(config, name), ROOT) / policy_id / "summary.json")
 
 
+def check_user_inputs(config: dict, name: str) -> None:
+    """At DAG time, before any job: the checkpoint paths and assets the user named must be there."""
+    from .envs import EnvUnavailable
+    from .envs.libero_env import check_assets
+    from .policies.loader import check_checkpoint
+
+    if config.get("eval_checkpoint"):
+        check_checkpoint(config["eval_checkpoint"])
+    bench = resolved(config, name)["benchmark"]
+    try:
+        if bench == "libero":
+            check_assets(config.get("libero_assets"))
+        elif bench == "robotwin":
+            from .envs.robotwin_env import preflight
+
+            preflight(resolved(config, name), config)
+    except EnvUnavailable as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def summaries(config: dict, name: str | None, require: bool = True) -> list[str]:
     """Every summary of an eval suite; a suite with nothing to evaluate is an error naming the fix."""
     if not name:
         return []
+    check_user_inputs(config, name)
     ids = policies(config, name)
     if not ids and require:
         raise ConfigError(f"eval suite '{name}' has no policy to evaluate: pass --config eval_checkpoint=PATH or "

@@ -43,15 +43,6 @@ def _read(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-BENCHMARK_METRICS = (
-    ("headline_trajectories_per_s", ("e2e", "headline", "trajectories_per_s")),
-    ("headline_assistant_tokens_per_s", ("e2e", "headline", "assistant_tokens_per_s")),
-    ("measured_trajectories_per_s", ("e2e", "measured", "trajectories_per_s")),
-    ("measured_assistant_tokens_per_s", ("e2e", "measured", "assistant_tokens_per_s")),
-    ("trainer_assistant_tokens_per_s", ("trainer", "headline", "assistant_tokens_per_s")),
-)
-
-
 def _get(d: Any, path: tuple[str, ...]) -> Any:
     for k in path:
         d = d.get(k) if isinstance(d, dict) else None
@@ -69,7 +60,9 @@ def benchmark_record(summary_path: Path) -> Record:
         "recipe_sha256": _p(prov.get("recipe_sha256")), "source_sha256": _p(prov.get("source_sha256")),
         "model": _p(prov.get("model")), "valid": _p(s.get("valid")), "val_only": "False",
     }
-    metrics = {name: v for name, path in BENCHMARK_METRICS if (v := _num(_get(s, path))) is not None}
+    from ..report.tables import RATE_FIELDS  # the report's per-run rates: one list of them
+
+    metrics = {name: v for name, path in RATE_FIELDS if (v := _num(_get(s, path))) is not None}
     artifacts = [Path(summary_path)] + [p for p in (evidence / "manifest.json",) if p.is_file()]
     return Record(key=f"benchmark:{s['run_id']}", kind="benchmark",
                   name=f"{s.get('suite')}/{s.get('backend')}/{s.get('workload')}/trial{s.get('trial')}",

@@ -115,19 +115,18 @@ def _benchmark_summary(tmp: Path) -> Path:
     return out
 
 
-def _probe_summary(tmp: Path) -> Path:
-    """A probe summary in the generic shape the exporter reads (issue 15's probes are not on main yet)."""
-    out = tmp / "results/probes/allreduce/summary.json"
-    out.parent.mkdir(parents=True)
-    atomic_write_json(out, {"probe": "allreduce", "run_id": "probe-1", "suite": "smoke",
-                            "metrics": {"busbw_gbps": {"1GiB": 312.5}, "gpus": 2}})
+def _probe_record(tmp: Path) -> Path:
+    """A real probe record: the GEMM probe on the CPU (tiny)."""
+    out = tmp / "results/probes/gemm/cpu.json"
+    assert main(["probe", "gemm", "--n", "64", "--device", "cpu", "--dtype", "float32", "--iters", "2",
+                 "--warmup", "1", "--output", str(out)]) == 0
     return out
 
 
 @pytest.fixture(scope="module")
 def summaries(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mlflow-inputs")
-    _probe_summary(tmp)
+    _probe_record(tmp)
     return tmp, _eval_summary(tmp), _benchmark_summary(tmp)
 
 
@@ -164,7 +163,9 @@ def test_export_and_the_seeds_query_against_a_real_server(server, summaries):
     others = client.search_runs([experiment.experiment_id], filter_string="params.val_only = 'False'")
     assert len(others) == 2
     probe = next(r for r in others if r.data.tags["rl_bench.kind"] == "probe")
-    assert probe.data.metrics == {"busbw_gbps/1GiB": 312.5, "gpus": 2.0}
+    gemm = json.loads((tmp / "results/probes/gemm/cpu.json").read_text())
+    assert probe.data.params["probe"] == "probe-gemm" and probe.data.metrics["tflops"] == pytest.approx(gemm["tflops"])
+    assert probe.data.metrics["n"] == 64.0
     b = next(r for r in others if r.data.tags["rl_bench.kind"] == "benchmark")
     s = json.loads(bench_summary.read_text())
     assert b.data.params["backend"] == "reference" and b.data.params["workload"] == "multi_turn"

@@ -7,6 +7,7 @@ from summaries only, so the export is a pure function of retained evidence.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,24 +111,48 @@ def evaluation_record(summary_path: Path) -> Record:
                   metric_steps=steps, artifacts=artifacts)
 
 
+#: Record fields that are settings or environment, not figures.
+PROBE_SKIP = frozenset({"env", "forced_env", "rows", "schema", "label", "device_names"})
+
+
 def probe_record(summary_path: Path) -> Record:
-    """A probe summary (issue 15): its numeric top-level and nested figures become metrics."""
-    s = _read(summary_path)
+    """A probe record (`bench probe ...`, schema rl-bench/probe-*/v1 or run-infra): numeric figures -> metrics.
+
+    Probe records carry no run id; the key is the schema, label and a hash of the file, which
+    the probe writes once and never rewrites.
+    """
+    raw = Path(summary_path).read_bytes()
+    s = json.loads(raw)
+    schema = str(s.get("schema") or "unknown")
+    kind = schema.split("/")[1] if schema.count("/") >= 2 else schema
     metrics: dict[str, float] = {}
 
     def walk(prefix: str, v: Any) -> None:
         if isinstance(v, dict):
             for k, x in v.items():
-                walk(f"{prefix}/{k}" if prefix else str(k), x)
-        elif (n := _num(v)) is not None:
+                if k not in PROBE_SKIP:
+                    walk(f"{prefix}/{k}" if prefix else str(k), x)
+        elif not isinstance(v, list) and (n := _num(v)) is not None:
             metrics[prefix] = n
 
-    walk("", s.get("metrics") if isinstance(s.get("metrics"), dict) else s)
-    key = s.get("run_id") or s.get("probe_id") or str(summary_path)
-    params = {"suite": _p(s.get("suite")), "backend": _p(s.get("probe") or s.get("kind")), "val_only": "False",
-              "spec_hash": _p(s.get("spec_hash"))}
-    return Record(key=f"probe:{key}", kind="probe", name=f"probe/{s.get('probe') or s.get('kind') or key}",
+    walk("", s)
+    label = s.get("label") or s.get("run_id") or Path(summary_path).stem
+    params = {"suite": _p(s.get("suite")), "backend": _p(s.get("backend")), "probe": kind, "label": _p(label),
+              "device": _p(s.get("device")), "schema": schema, "val_only": "False"}
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    return Record(key=f"probe:{schema}:{label}:{digest}", kind="probe", name=f"{kind}/{label}",
                   params=params, metrics=metrics, artifacts=[Path(summary_path)])
+
+
+def _is_probe(path: Path) -> bool:
+    try:
+        schema = str(json.loads(path.read_text(encoding="utf-8")).get("schema") or "")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return schema.startswith(PROBE_SCHEMAS)
+
+
+PROBE_SCHEMAS = ("rl-bench/probe-", "rl-bench/run-infra/")
 
 
 def discover(results: Path | str) -> dict[str, list[Path]]:
@@ -136,7 +161,8 @@ def discover(results: Path | str) -> dict[str, list[Path]]:
     return {
         "benchmark": sorted(p for p in (root / "runs").rglob("summary.json")),
         "evaluation": sorted(p for p in (root / "eval").rglob("summary.json")),
-        "probe": sorted(p for p in (root / "probes").rglob("summary.json")) if (root / "probes").is_dir() else [],
+        "probe": sorted(p for p in (root / "probes").rglob("*.json") if _is_probe(p)) if (root / "probes").is_dir()
+        else [],
     }
 
 

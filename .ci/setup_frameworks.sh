@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Build the framework test environment: the real openpipe-art 0.5.23 and skyrl 0.4.0
-# (pinned in tests/frameworks/requirements.lock) in their own Python 3.12 venv, with
-# this checkout installed without dependencies, plus openpipe-art 0.5.18 and skyrl
-# 0.3.0 alone in overlay folders (put first on PYTHONPATH by the tests that show an
-# older release is refused, naming each missing setting). tests/frameworks/ runs there (tests/frameworks/test_in_framework_env.py
-# starts it from the main suite). Idempotent: a stamp of the lock's sha256 skips the
-# install; bytecode is compiled once here, since PYTHONDONTWRITEBYTECODE would make
-# every test process recompile torch, ART and SkyRL.
-# Override the location with RL_BENCH_FRAMEWORKS_VENV, the interpreter with
+# (pinned in tests/frameworks/requirements.lock) in their own Python 3.12 venv, plus
+# openpipe-art 0.5.18 and skyrl 0.3.0 alone in overlay folders (put first on PYTHONPATH
+# by the tests that show an older release refused, naming each missing setting).
+# tests/frameworks/ runs there with this checkout's src/ on PYTHONPATH
+# (tests/frameworks/test_in_framework_env.py starts it from the main suite), so the venv
+# holds no checkout and one build serves every clone on the machine: it lives in a cache
+# folder keyed by the lock, the older releases and the interpreter, and
+# .scratch/venv-frameworks links to it. Idempotent: a complete build is reused; builds
+# are serialized with a lock. Bytecode is compiled once here, since
+# PYTHONDONTWRITEBYTECODE would make every test process recompile torch, ART and SkyRL.
+# Override the cache folder with RL_BENCH_FRAMEWORKS_CACHE, the interpreter with
 # RL_BENCH_FRAMEWORKS_PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=${RL_BENCH_FRAMEWORKS_VENV:-.scratch/venv-frameworks}
 LOCK=tests/frameworks/requirements.lock
 OLDER_RELEASES="openpipe-art==0.5.18 skyrl==0.3.0"
+LINK=.scratch/venv-frameworks
+CACHE=${RL_BENCH_FRAMEWORKS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rl-pipeline-bench}
+export UV_PYTHON_DOWNLOADS=never
 say() { echo "setup_frameworks: $*"; }
 
 find_python() {
@@ -34,28 +39,30 @@ if [ -z "$PY" ]; then
 fi
 
 start=$(date +%s)
-stamp="$VENV/.lock.sha256"
-want=$(sha256sum "$LOCK" | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
-    say "$VENV is up to date with $LOCK"
+key=$( { cat "$LOCK"; echo "$OLDER_RELEASES"; "$PY" -VV; } | sha256sum | cut -c1-16)
+VENV="$CACHE/venv-frameworks-$key"
+mkdir -p "$CACHE" "$(dirname "$LINK")"
+exec 9>"$CACHE/.setup.lock"
+flock 9
+if [ -f "$VENV/.complete" ]; then
+    say "reusing $VENV (lock, older releases and interpreter unchanged)"
 else
     say "creating $VENV with $PY"
-    uv venv -q --clear -p "$PY" "$VENV"
-    VIRTUAL_ENV="$VENV" UV_PYTHON_DOWNLOADS=never uv pip install -q --compile-bytecode -r "$LOCK"
-    echo "$want" > "$stamp"
+    rm -rf "$VENV"
+    uv venv -q -p "$PY" "$VENV"
+    VIRTUAL_ENV="$VENV" uv pip install -q --compile-bytecode -r "$LOCK"
+    for release in $OLDER_RELEASES; do
+        say "installing $release (no dependencies) into $VENV/overlays/${release/==/-}"
+        uv pip install -q --no-deps --compile-bytecode --python "$VENV/bin/python" \
+            --target "$VENV/overlays/${release/==/-}" "$release"
+    done
+    touch "$VENV/.complete"
 fi
-for release in $OLDER_RELEASES; do
-    overlay="$VENV/overlays/${release/==/-}"
-    [ -f "$overlay/.done" ] && continue
-    say "installing $release (no dependencies) into $overlay"
-    rm -rf "$overlay"
-    UV_PYTHON_DOWNLOADS=never uv pip install -q --no-deps --compile-bytecode --python "$VENV/bin/python" \
-        --target "$overlay" "$release"
-    touch "$overlay/.done"
-done
-VIRTUAL_ENV="$VENV" uv pip install -q --no-deps -e .
-"$VENV/bin/python" - <<'EOF'
+flock -u 9
+if [ -L "$LINK" ] || [ -e "$LINK" ]; then rm -rf "$LINK"; fi
+ln -s "$VENV" "$LINK"
+"$LINK/bin/python" - <<'PY'
 from importlib.metadata import version
 print("setup_frameworks: openpipe-art", version("openpipe-art"), "skyrl", version("skyrl"))
-EOF
-say "done in $(( $(date +%s) - start ))s"
+PY
+say "$LINK -> $VENV; done in $(( $(date +%s) - start ))s"

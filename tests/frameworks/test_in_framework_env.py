@@ -31,7 +31,9 @@ def test_real_framework_tests_pass_in_their_venv():
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "frameworks").glob("test_real_*.py"))
     assert files, "no tests/frameworks/test_real_*.py found"
     # LiteLLM (an ART dependency) would otherwise try to fetch a price list over the network.
-    env = {**os.environ, "RL_BENCH_REQUIRE_FRAMEWORKS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    # The venv holds no checkout (one build serves every clone): this checkout's src/ comes first.
+    env = {**os.environ, "RL_BENCH_REQUIRE_FRAMEWORKS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)}
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

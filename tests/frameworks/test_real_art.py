@@ -157,8 +157,8 @@ def test_installed_art_expresses_every_contract_setting(config):
 
 def test_an_older_art_release_is_refused_naming_each_missing_setting(config):
     """The real openpipe-art 0.5.18 (first on the path) met by `bench preflight`, which runs before any lease."""
-    bench = Path(sys.executable).parent / "bench"
-    proc = subprocess.run([str(bench), "preflight", "--suite", "comparison", "--backend", "art", "--runtime", "native"],
+    proc = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "preflight", "--suite", "comparison",
+                           "--backend", "art", "--runtime", "native"],
                           env={**overlay_env("openpipe-art-0.5.18"), "RL_BENCH_ENV_ROOT": ""},
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stdout + proc.stderr

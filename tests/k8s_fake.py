@@ -156,3 +156,101 @@ class FakeCluster:
             self.logs[name] += _marker("completed", uid=uid, ok=True, runs=4, data=manifests.DATA_DIR)
         elif notes.get(manifests.COLLECTED_ANNOTATION) == uid:
             self._exit(pod, 0)
+
+
+class FakeApiServer:
+    """TEST DOUBLE: `FakeCluster` behind the Kubernetes REST paths on 127.0.0.1, so the real
+    `kubernetes` client (ClusterApi) can be exercised: create, read, log, patch, delete."""
+
+    def __init__(self, cluster: FakeCluster, namespace: str):
+        import json
+        import re
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.cluster, self.requests = cluster, []
+        base = f"/api/v1/namespaces/{namespace}/"
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _send(self, code: int, body, content_type="application/json"):
+                data = (json.dumps(body) if content_type == "application/json" else body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _route(self, method: str):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                outer.requests.append((method, self.path, self.headers.get("Content-Type"), body))
+                path = self.path.split("?", 1)[0]
+                if not path.startswith(base):
+                    return self._send(404, {"kind": "Status", "code": 404})
+                rest = path[len(base):]
+                try:
+                    if method == "POST" and rest == "configmaps":
+                        return self._send(201, outer.cluster.create_config_map(body))
+                    if method == "POST" and rest == "pods":
+                        return self._send(201, outer.cluster.create_pod(body))
+                    m = re.fullmatch(r"pods/([^/]+)(/log)?", rest)
+                    if not m:
+                        return self._send(404, {"kind": "Status", "code": 404})
+                    name, log = m.group(1), m.group(2)
+                    if name not in outer.cluster.pods:
+                        return self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                "reason": "NotFound", "code": 404})
+                    if method == "GET" and log:
+                        return self._send(200, outer.cluster.read_log(name, "benchmark"), "text/plain")
+                    if method == "GET":
+                        return self._send(200, outer.cluster.read_pod(name))
+                    if method == "PATCH":
+                        return self._send(200, outer.cluster.annotate(name, body["metadata"]["annotations"]))
+                    if method == "DELETE":
+                        outer.cluster.delete_pod(name)
+                        return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                except ClusterError as exc:
+                    return self._send(exc.status or 500, {"kind": "Status", "code": exc.status, "message": str(exc)})
+                return self._send(405, {"kind": "Status", "code": 405})
+
+            def do_GET(self):
+                self._route("GET")
+
+            def do_POST(self):
+                self._route("POST")
+
+            def do_PATCH(self):
+                self._route("PATCH")
+
+            def do_DELETE(self):
+                self._route("DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def kubeconfig(self, path: Path, context: str, namespace: str) -> Path:
+        import yaml
+
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": "not-a-secret"}}],
+            "contexts": [{"name": context, "context": {"cluster": "fake", "user": "tester", "namespace": namespace}}],
+        }))
+        return path
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

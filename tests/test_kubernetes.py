@@ -387,3 +387,37 @@ def test_kubernetes_profile_options_exist_in_the_installed_plugins(tmp_path):
     text = proc.stdout + proc.stderr
     assert "unrecognized arguments" not in text and "Building DAG of jobs" in text, text[-3000:]
     assert "s3://bucket/rl-bench/" in text, text[-3000:]
+
+
+# --------------------------------------------------------------------------- the REST edge with the real client
+
+def test_cluster_api_speaks_the_kubernetes_rest_api_through_the_real_client(source_json, tmp_path, results):
+    """ClusterApi over HTTP against FakeApiServer (a test double): paths, bodies, API field names, 404."""
+    from k8s_fake import FakeApiServer
+    from rl_pipeline_bench.k8s.api import ClusterApi, ClusterError
+
+    req = build_request(_args(source_json, tmp_path / "out"))
+    cluster = FakeCluster(results)
+    with FakeApiServer(cluster, "bench") as server:
+        api = ClusterApi("lab", "bench", config_file=str(server.kubeconfig(tmp_path / "kubeconfig", "lab", "bench")))
+        api.create_config_map(manifests.configmap_manifest(req))
+        created = api.create_pod(manifests.pod_manifest(req))
+        assert created["metadata"]["uid"] and created["spec"]["restartPolicy"] == "Never"
+        assert created["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] == manifests.DATA_DIR  # API field names
+        running = api.read_pod(req.name)
+        assert running["status"]["containerStatuses"][0]["imageID"].endswith(DIGEST)
+        assert markers.parse(api.read_log(req.name, manifests.CONTAINER))["identity"]["ok"]
+        patched = api.annotate(req.name, {manifests.RELEASE_ANNOTATION: created["metadata"]["uid"]})
+        assert patched["metadata"]["annotations"][manifests.RELEASE_ANNOTATION] == created["metadata"]["uid"]
+        assert api.read_pod("no-such-pod") is None
+        with pytest.raises(ClusterError) as err:
+            api.create_pod(manifests.pod_manifest(req))
+        assert err.value.status == 409
+        api.delete_pod(req.name)
+        assert api.read_pod(req.name) is None
+    methods = [(m, path.split("?")[0]) for m, path, _, _ in server.requests]
+    assert ("POST", "/api/v1/namespaces/bench/pods") in methods and ("PATCH", f"/api/v1/namespaces/bench/pods/{req.name}") in methods
+    (patch,) = [r for r in server.requests if r[0] == "PATCH"]
+    assert "merge-patch" in patch[2] and patch[3] == {"metadata": {"annotations": {manifests.RELEASE_ANNOTATION: created["metadata"]["uid"]}}}
+    (post,) = [r for r in server.requests if r[0] == "POST" and r[1].endswith("/pods")][:1]
+    strict(post[3])  # what went over the wire is a valid Pod

@@ -3,7 +3,8 @@
 Everything returned is a plain dict with the API's own field names (the client's
 `sanitize_for_serialization`), so the controller reads pods exactly as `kubectl get
 -o json` shows them, and its tests can replay recorded API objects. No API server
-can run on this project's machines: this module is the part not executed here.
+can run on this project's machines: the REST calls here are tested against an HTTP test
+double (tests/test_kubernetes.py); the exec websocket is not executed here.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ class ClusterError(RuntimeError):
 
 
 class ClusterApi:
-    def __init__(self, context: str | None, namespace: str):
+    def __init__(self, context: str | None, namespace: str, config_file: str | None = None):
         from kubernetes import client, config
 
-        try:
-            self.api_client = config.new_client_from_config(context=context)
+        try:  # config_file None: $KUBECONFIG or ~/.kube/config, as kubectl reads it
+            self.api_client = config.new_client_from_config(config_file=config_file, context=context)
         except config.ConfigException as exc:
             raise ClusterError(f"kubeconfig context {context or '(current)'}", None, str(exc)) from None
         self.core = client.CoreV1Api(self.api_client)

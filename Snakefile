@@ -24,7 +24,8 @@ include: "rules/tracking.smk"
 
 
 # Light rules run where Snakemake runs, also under a cluster executor
-# (--profile profiles/slurm): only benchmark runs go to the cluster.
+# (--profile profiles/slurm or profiles/kubernetes): only benchmark runs and
+# evaluation runs (the rules with a `gpu` resource) go to the cluster.
 localrules:
     image_build,
     model_identity,
@@ -33,6 +34,10 @@ localrules:
     workload_plan,
     summarize_run,
     render_report,
+    eval_spec,
+    eval_summary,
+    eval_all,
+    mlflow_export,
     all,
 
 

@@ -7,9 +7,11 @@ import logging
 import threading
 from datetime import datetime
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rl_pipeline_bench.evidence_parts import PARTS_DIR, EvidenceWriteError
 from rl_pipeline_bench.evidence import (
     CALLS,
     CALLS_SCHEMA,
@@ -20,6 +22,7 @@ from rl_pipeline_bench.evidence import (
     RUN_LOG,
     UPDATES,
     UPDATES_SCHEMA,
+    atomic_write_table,
     EvidenceWriter,
     new_run_id,
     read_evidence,
@@ -48,7 +51,9 @@ def test_new_run_id_is_unique_safe_and_time_sorted():
 
 def test_writer_creates_fresh_dir_and_refuses_existing(tmp_path):
     w = EvidenceWriter(tmp_path, "run-a", {"host": HOST})
-    assert sorted(p.name for p in w.path.iterdir()) == sorted([MANIFEST, RUN_LOG, UPDATES, CALLS, INTERVALS])
+    assert sorted(p.name for p in w.path.iterdir()) == sorted([MANIFEST, RUN_LOG, PARTS_DIR])
+    ev = read_evidence(w.path)  # a run that has recorded nothing yet reads as empty tables
+    assert ev.problems == [] and len(ev.updates) == len(ev.calls) == len(ev.intervals) == 0
     before = (w.path / MANIFEST).read_bytes()
     with pytest.raises(FileExistsError, match="already exists"):
         EvidenceWriter(tmp_path, "run-a", {"host": HOST})
@@ -56,6 +61,7 @@ def test_writer_creates_fresh_dir_and_refuses_existing(tmp_path):
     with pytest.raises(ValueError, match="filesystem-safe"):
         EvidenceWriter(tmp_path, "../escape", {})
     w.finish("completed")
+    assert sorted(p.name for p in w.path.iterdir()) == sorted([MANIFEST, RUN_LOG, UPDATES, CALLS, INTERVALS])
 
 
 def test_manifest_fields_and_lifecycle(tmp_path):
@@ -86,18 +92,22 @@ def test_manifest_fields_and_lifecycle(tmp_path):
         EvidenceWriter(tmp_path, "run-c", {"host": HOST}).finish("ok")
 
 
-def test_each_update_is_durable_and_no_temp_files(tmp_path):
+def test_each_update_lands_as_parts_then_whole_tables(tmp_path):
     w = EvidenceWriter(tmp_path, "run-d", {"host": HOST})
     for u in range(1, 6):
         w.add_calls([call_row(t, update=u) for t in range(3)])
         w.add_trainer_interval(0, u, u - 0.5, u - 0.1)
         w.add_update(u, float(u), 3, 21, u, 0.5)
-        assert tmp_files(w.path) == []
-        ev = read_evidence(w.path)  # a reader between updates sees whole files
+        w.flush()  # add_update hands off; flush waits until the parts are on disk
+        assert tmp_files(w.path / PARTS_DIR) == []
+        ev = read_evidence(w.path)  # the running layout: append-only parts, one per table and update
         assert ev.problems == []
         assert ev.updates["update"].tolist() == list(range(1, u + 1))
         assert len(ev.calls) == 3 * u and len(ev.intervals) == u
+        assert len(list((w.path / PARTS_DIR).glob("calls-*.arrow"))) == u
+        assert not (w.path / CALLS).exists()
     w.finish("completed")
+    assert not (w.path / PARTS_DIR).exists() and tmp_files(w.path) == []
     assert pq.read_schema(w.path / UPDATES).remove_metadata() == UPDATES_SCHEMA
     assert pq.read_schema(w.path / CALLS).remove_metadata() == CALLS_SCHEMA
     assert pq.read_schema(w.path / INTERVALS).remove_metadata() == INTERVALS_SCHEMA
@@ -216,3 +226,85 @@ def test_read_evidence_missing_dir(tmp_path):
     ev = read_evidence(tmp_path / "absent")
     assert ev.manifest is None and len(ev.updates) == 0
     assert ev.problems[0].startswith("evidence_dir_missing: ")
+
+
+def test_crashed_layout_reads_parts_and_names_a_corrupt_part(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-k", {"host": HOST})
+    for u in (1, 2, 3):
+        w.add_calls([call_row(t, update=u) for t in range(2)])
+        w.add_update(u, float(u), 2, 14, u, 0.0)
+    w.flush()  # then the process "dies": no finish, the parts stay as they are
+    ev = read_evidence(w.path)
+    assert ev.problems == [] and ev.manifest["status"] == "running"
+    assert ev.updates["update"].tolist() == [1, 2, 3] and ev.calls["update"].tolist() == [1, 1, 2, 2, 3, 3]
+    victim = sorted((w.path / PARTS_DIR).glob("calls-*.arrow"))[1]
+    victim.write_bytes(victim.read_bytes()[:20])
+    problems = read_evidence(w.path).problems
+    assert len(problems) == 1 and problems[0].startswith(f"calls_corrupt: {PARTS_DIR}/{victim.name} is not a readable Arrow IPC file")
+    # A crash inside finish (whole table written, parts not yet removed): the whole table wins.
+    atomic_write_table(w.path / CALLS, pa.Table.from_pylist([call_row(9, update=1)], schema=CALLS_SCHEMA))
+    ev = read_evidence(w.path)
+    assert ev.problems == [] and ev.calls["trajectory"].tolist() == [9]
+
+
+def test_a_failed_background_write_fails_the_run_and_finish_keeps_every_row(tmp_path, monkeypatch):
+    w = EvidenceWriter(tmp_path, "run-l", {"host": HOST})
+    w.add_update(1, 1.0, 1, 7, 1, 0.0)
+    w.flush()
+
+    def disk_full(seq, delta):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(w, "_write_parts", disk_full)
+    w.add_update(2, 2.0, 1, 7, 2, 0.0)  # handed off; the background write fails
+    with pytest.raises(EvidenceWriteError, match="No space left on device"):
+        w.flush()
+    with pytest.raises(EvidenceWriteError, match="No space left on device"):
+        w.add_update(3, 3.0, 1, 7, 3, 0.0)
+    w.finish("failed", "disk full")
+    ev = read_evidence(w.path)
+    assert ev.problems == [] and ev.updates["update"].tolist() == [1, 2, 3]  # from memory, nothing lost
+    assert "background evidence write failed" in (w.path / RUN_LOG).read_text()
+
+
+_CRASH_CHILD = """
+import sys
+from rl_pipeline_bench.evidence import EvidenceWriter
+w = EvidenceWriter(sys.argv[1], "run-kill", {"host": {"hostname": "test"}})
+u = 0
+while True:
+    u += 1
+    w.add_calls([dict(group=g, trajectory=0, call=0, prompt_tokens=5, forced_completion_tokens=7,
+                      completion_tokens=7, accepted=True, started_at=0.1, finished_at=0.2,
+                      policy_version=u - 1, update=u) for g in range(4)])
+    w.add_trainer_interval(0, u, u - 0.5, u - 0.1)
+    w.add_update(u, float(u), 4, 28, u, 0.0)
+"""
+
+
+def test_sigkill_while_writing_leaves_every_landed_update_whole(tmp_path):
+    """A writer killed at an arbitrary instant: whole parts only, each update with its calls and interval."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", _CRASH_CHILD, str(tmp_path)])
+    run = tmp_path / "run-kill"
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if run.is_dir() and len(read_evidence(run).updates) >= 30:
+                break
+            time.sleep(0.02)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    ev = read_evidence(run)
+    assert ev.problems == [] and ev.manifest["status"] == "running"
+    n = len(ev.updates)
+    assert n >= 30 and ev.updates["update"].tolist() == list(range(1, n + 1))
+    landed = ev.calls[ev.calls["update"] <= n]
+    assert sorted(landed["update"].tolist()) == sorted(u for u in range(1, n + 1) for _ in range(4))
+    assert ev.intervals[ev.intervals["update"] <= n]["update"].tolist() == list(range(1, n + 1))

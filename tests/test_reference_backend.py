@@ -250,3 +250,53 @@ def test_rollout_failure_raises(model_record, tmp_path, monkeypatch):
     ctx.writer.finish("failed", error="rollout broke on purpose")
     ev = read_evidence(ctx.writer.path)
     assert ev.updates["update"].tolist() == [1]
+
+
+def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(model_record, tmp_path):
+    """A real `bench run` killed with SIGKILL mid-way: every update on disk is whole and readable,
+    with all of its offered calls and its trainer interval, and the summary names why it is invalid."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    record = tmp_path / "model.json"
+    record.write_text(json.dumps(model_record))
+    root = tmp_path / "evidence"
+    proc = subprocess.Popen([sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference",
+                             "--workload", "tool_history", "--model-record", str(record), "--evidence-root", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    landed = 0
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            runs = list(root.glob("*")) if root.is_dir() else []
+            if runs and (landed := len(read_evidence(runs[0]).updates)) >= 3:
+                break
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert landed >= 3, "the run ended or stalled before three updates landed"
+    (run,) = root.iterdir()
+    ev = read_evidence(run)
+    assert ev.problems == [] and ev.manifest["status"] == "running"
+    k = len(ev.updates)
+    assert k >= landed and ev.updates["update"].tolist() == list(range(1, k + 1))
+    config = load_config()
+    spec = wl.load_workload(config, "tool_history", get_suite(config, "smoke")["scale"])
+    plan = wl.offered_plan(spec, config["seed"], 20)
+    keys = ["update", "group", "trajectory", "call"]
+    on_disk = ev.calls[ev.calls["update"] <= k][keys].sort_values(keys).values.tolist()
+    assert on_disk == plan[plan["update"] <= k][keys].sort_values(keys).values.tolist()
+    assert ev.intervals["update"].tolist()[:k] == list(range(1, k + 1))
+    # At most the update being handed over at the instant of the kill is missing from disk.
+    logged = [int(m) for m in re.findall(r"update (\d+)/\d+ completed", (run / "run.log").read_text())]
+    assert logged and k >= logged[-1] - 1
+    summary = summarize(run)
+    codes = {r.split(":")[0] for r in summary["reasons"]}
+    assert not summary["valid"] and {"status_not_completed", "update_count"} <= codes
+    file_codes = {f"{t}_{p}" for t in ("manifest", "updates", "calls", "intervals") for p in ("missing", "corrupt")}
+    assert not codes & file_codes

@@ -3,9 +3,15 @@
 A run writes into a fresh `results/evidence/{run_id}/` that is never reused, deleted
 or overwritten. Every file is replaced atomically (temp file in the same directory,
 fsync, os.replace), so a reader — the summary, the report, a person — never sees half
-a file, and whatever was flushed before a crash stays readable. Readers are tolerant:
+a file, and whatever was written before a crash stays readable. Readers are tolerant:
 `read_evidence` reports problems instead of raising, because a broken run must still
 be listed with its reason.
+
+Two layouts, one reader. While a run goes, each table grows as append-only parts
+(`parts/{table}-{seq}.arrow`, one per flush, written off the caller's thread); when
+the writer finishes it writes the whole tables (`updates.parquet`, `calls.parquet`,
+`trainer_intervals.parquet`) and removes the parts. A crashed run keeps its parts, and
+`read_evidence` reads either layout (a whole table wins over parts of the same table).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .evidence_parts import PARTS_DIR, BackgroundWriter, part_files, part_name, read_part, write_part
 from .hostinfo import is_secret_name, redact_text, redacted_env
 
 SCHEMA = "rl-bench/evidence/v1"
@@ -74,6 +81,16 @@ INTERVALS_SCHEMA = pa.schema(
         ("end", pa.float64()),
     ]
 )
+
+_SCHEMAS = {UPDATES: UPDATES_SCHEMA, CALLS: CALLS_SCHEMA, INTERVALS: INTERVALS_SCHEMA}
+#: Write order of one flush's parts; readers read in reverse (updates first), so an
+#: update they see always comes with its calls and intervals.
+_PART_ORDER = (CALLS, INTERVALS, UPDATES)
+
+
+def _stem(table: str) -> str:
+    return table.removesuffix(".parquet")
+
 
 #: Every manifest field of evidence v1; absent ones are written as null.
 MANIFEST_FIELDS = (
@@ -126,8 +143,11 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def atomic_write(path: Path | str, write: Callable[[Any], None]) -> None:
-    """Write `path` via `write(binary_file)` into a same-directory temp file, fsync, rename."""
+def atomic_write(path: Path | str, write: Callable[[Any], None], *, sync_dir: bool = True) -> None:
+    """Write `path` via `write(binary_file)` into a same-directory temp file, fsync, rename.
+
+    `sync_dir=False` leaves the directory's fsync to the caller, who batches several renames.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -144,7 +164,8 @@ def atomic_write(path: Path | str, write: Callable[[Any], None]) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
@@ -157,8 +178,8 @@ def atomic_write_json(path: Path | str, obj: Any) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_table(path: Path | str, table: pa.Table) -> None:
-    atomic_write(path, lambda fh: pq.write_table(table, fh))
+def atomic_write_table(path: Path | str, table: pa.Table, *, sync_dir: bool = True) -> None:
+    atomic_write(path, lambda fh: pq.write_table(table, fh), sync_dir=sync_dir)
 
 
 # ---------------------------------------------------------------------------
@@ -186,20 +207,61 @@ def _command_text(command: Any) -> str | None:
     return redact_text(str(command))
 
 
-class _RedactingFormatter(logging.Formatter):
-    """run.log must never carry a credential, whatever a backend logs (tracebacks included)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact_text(super().format(record))
+def _redact_record(record: logging.LogRecord, secrets: dict[str, str]) -> None:
+    """The one place a log record is scrubbed (message, traceback, stack); each record once."""
+    if getattr(record, "rl_bench_redacted", False):
+        return
+    record.rl_bench_redacted = True
+    record.msg = redact_text(record.getMessage(), secrets)
+    record.args = None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = redact_text(record.exc_text, secrets)
+    if record.stack_info:
+        record.stack_info = redact_text(record.stack_info, secrets)
 
 
 class _RedactingFilter(logging.Filter):
-    """Scrub the message before it propagates to handlers outside run.log (console, job logs)."""
+    """Scrubs records on the run's logger, before they reach run.log or propagate further.
+
+    On the logger it runs once per record before every handler (console, job logs); on
+    run.log's handler it catches records from child loggers, which skip the logger's
+    filters. A record is redacted once; formatters use its scrubbed traceback as is.
+    The secret-named variables are read once, when the run starts (reading the whole
+    environment per record cost about 0.1 ms).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets = {k: v for k, v in os.environ.items() if is_secret_name(k)}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact_text(record.getMessage())
-        record.args = None
+        _redact_record(record, self.secrets)
         return True
+
+
+class _RowCheck:
+    """Fast acceptance of rows that already have exactly the schema's columns and Python types.
+
+    Backends record hundreds of calls per update on the trainer's thread; a row that
+    passes here is copied as is, any other goes through `_coerce_row`, which converts
+    what it can and names what it cannot.
+    """
+
+    _PYTHON_TYPE = ((pa.types.is_boolean, bool), (pa.types.is_integer, int), (pa.types.is_floating, float))
+
+    def __init__(self, schema: pa.Schema, optional: frozenset[str], what: str):
+        self.schema, self.optional, self.what = schema, optional, what
+        self.names = frozenset(schema.names)
+        self.types = tuple((f.name, next(t for test, t in self._PYTHON_TYPE if test(f.type))) for f in schema)
+
+    def __call__(self, row: dict) -> dict:
+        if not isinstance(row, dict):
+            row = dict(row)
+        if row.keys() == self.names and all(type(row[n]) is t for n, t in self.types):
+            return dict(row)
+        return _coerce_row(row, self.schema, self.optional, self.what)
 
 
 def _coerce_row(row: dict, schema: pa.Schema, optional: frozenset[str], what: str) -> dict:
@@ -230,16 +292,26 @@ def _coerce_row(row: dict, schema: pa.Schema, optional: frozenset[str], what: st
     return out
 
 
+_CHECK_UPDATE = _RowCheck(UPDATES_SCHEMA, frozenset(), "add_update")
+_CHECK_CALL = _RowCheck(CALLS_SCHEMA, CALLS_OPTIONAL, "add_calls")
+_CHECK_INTERVAL = _RowCheck(INTERVALS_SCHEMA, frozenset(), "add_trainer_interval")
+
+
 class EvidenceWriter:
     """Writes one run's evidence directory; safe to call from rollout and trainer threads.
 
     Rows are recorded faithfully (only wrong columns or types are refused): judging
     them is the contract's job, and a bad value must stay visible as evidence.
 
-    `add_update` rewrites updates.parquet (and any pending calls/intervals) at once, so
-    every completed update is durable. Calls and intervals are buffered (rewriting a
-    file per call would be quadratic) and written on the next update, on `flush()`,
-    on `finish()`, or by any add that finds `flush_interval_s` passed since the last write.
+    Each `add_update` hands the rows recorded since the last hand-off (calls, trainer
+    intervals, then the update) to a background thread, which writes them as one part
+    per table (module docstring); so does any add that finds `flush_interval_s` passed
+    since the last hand-off. The caller's thread only validates and buffers: the
+    harness stays off the trainer's critical path. The parts land on disk in hand-off
+    order, an update only after its calls, so a crash (even SIGKILL) leaves every update
+    the thread had written, with its calls and intervals, and never a half file.
+    `flush()` waits until everything recorded is on disk; `finish()` writes the whole
+    tables, removes the parts, and records the final status.
     """
 
     def __init__(self, evidence_root: Path | str, run_id: str, manifest: dict | None = None,
@@ -251,10 +323,9 @@ class EvidenceWriter:
         self._flush_interval_s = flush_interval_s
         self._last_flush = self._t0
         self._finished = False
-        self._updates: list[dict] = []
-        self._calls: list[dict] = []
-        self._intervals: list[dict] = []
-        self._dirty: set[str] = set()
+        self._tables: dict[str, list[dict]] = {UPDATES: [], CALLS: [], INTERVALS: []}
+        self._handed_off = {name: 0 for name in self._tables}  # rows already given to the background writer
+        self._seq = 0
 
         m = {k: None for k in MANIFEST_FIELDS}
         m.update(dict(manifest or {}))
@@ -289,13 +360,13 @@ class EvidenceWriter:
         self._log_filter = _RedactingFilter()
         self.logger.addFilter(self._log_filter)
         self._log_handler = logging.FileHandler(self.path / RUN_LOG, encoding="utf-8")
-        self._log_handler.setFormatter(
-            _RedactingFormatter("%(asctime)s %(levelname)s [%(threadName)s] %(message)s")
-        )
+        self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(message)s"))
+        self._log_handler.addFilter(self._log_filter)
         self.logger.addHandler(self._log_handler)
 
+        (self.path / PARTS_DIR).mkdir()  # the parts layout: readable (empty tables) from the start
         self._write_manifest()
-        self._write_tables({UPDATES, CALLS, INTERVALS})
+        self._background = BackgroundWriter(f"evidence-writer-{run_id}")
         self.logger.info("run %s started; evidence in %s", run_id, self.path)
 
     # -- clock and manifest -------------------------------------------------
@@ -337,75 +408,95 @@ class EvidenceWriter:
 
     def add_update(self, update: int, completed_at: float, accepted_trajectories: int,
                    assistant_tokens: int, policy_version: int, mean_policy_age: float) -> None:
-        row = _coerce_row(
-            dict(update=update, completed_at=completed_at, accepted_trajectories=accepted_trajectories,
-                 assistant_tokens=assistant_tokens, policy_version=policy_version,
-                 mean_policy_age=mean_policy_age),
-            UPDATES_SCHEMA, frozenset(), "add_update",
-        )
+        row = _CHECK_UPDATE(dict(update=update, completed_at=completed_at,
+                                 accepted_trajectories=accepted_trajectories, assistant_tokens=assistant_tokens,
+                                 policy_version=policy_version, mean_policy_age=mean_policy_age))
         with self._lock:
             self._check_open()
-            self._updates.append(row)
-            self._dirty.add(UPDATES)
-            self._flush_locked()
+            self._tables[UPDATES].append(row)
+            self._hand_off_locked()
 
     def add_calls(self, rows: Iterable[dict]) -> None:
-        coerced = [_coerce_row(dict(r), CALLS_SCHEMA, CALLS_OPTIONAL, "add_calls") for r in rows]
+        coerced = [_CHECK_CALL(r) for r in rows]
         with self._lock:
             self._check_open()
-            self._calls.extend(coerced)
-            self._dirty.add(CALLS)
-            self._maybe_flush_locked()
+            self._tables[CALLS].extend(coerced)
+            self._maybe_hand_off_locked()
 
     def add_trainer_interval(self, rank: int, update: int, start: float, end: float) -> None:
-        row = _coerce_row(dict(rank=rank, update=update, start=start, end=end),
-                          INTERVALS_SCHEMA, frozenset(), "add_trainer_interval")
+        row = _CHECK_INTERVAL(dict(rank=rank, update=update, start=start, end=end))
         with self._lock:
             self._check_open()
-            self._intervals.append(row)
-            self._dirty.add(INTERVALS)
-            self._maybe_flush_locked()
+            self._tables[INTERVALS].append(row)
+            self._maybe_hand_off_locked()
 
     # -- flushing ----------------------------------------------------------------
 
-    def _write_tables(self, names: set[str]) -> None:
-        sources = {
-            UPDATES: (self._updates, UPDATES_SCHEMA),
-            CALLS: (self._calls, CALLS_SCHEMA),
-            INTERVALS: (self._intervals, INTERVALS_SCHEMA),
-        }
-        for name in sorted(names):
-            rows, schema = sources[name]
-            atomic_write_table(self.path / name, pa.Table.from_pylist(rows, schema=schema))
-
-    def _flush_locked(self) -> None:
-        if self._dirty:
-            self._write_tables(self._dirty)
-            self._dirty.clear()
+    def _hand_off_locked(self) -> None:
+        """Give the rows recorded since the last hand-off to the background writer as one part each."""
+        delta = {}
+        for name in _PART_ORDER:
+            rows = self._tables[name]
+            if len(rows) > self._handed_off[name]:
+                delta[name] = rows[self._handed_off[name]:]
+                self._handed_off[name] = len(rows)
         self._last_flush = time.monotonic()
+        if delta:
+            self._seq += 1
+            seq = self._seq
+            self._background.submit(lambda: self._write_parts(seq, delta))
 
-    def _maybe_flush_locked(self) -> None:
+    def _maybe_hand_off_locked(self) -> None:
         if time.monotonic() - self._last_flush >= self._flush_interval_s:
-            self._flush_locked()
+            self._hand_off_locked()
+
+    def _write_parts(self, seq: int, delta: dict[str, list[dict]]) -> None:
+        """Background thread: one atomic part per table, the update last; one directory fsync."""
+        parts = self.path / PARTS_DIR
+        for name in _PART_ORDER:
+            if name in delta:
+                write_part(parts / part_name(_stem(name), seq), pa.Table.from_pylist(delta[name], schema=_SCHEMAS[name]))
+        _fsync_dir(parts)
+
+    def _write_whole_tables(self) -> None:
+        for name in _PART_ORDER:
+            atomic_write_table(self.path / name, pa.Table.from_pylist(self._tables[name], schema=_SCHEMAS[name]),
+                               sync_dir=False)
+        _fsync_dir(self.path)
+
+    def _remove_parts(self) -> None:
+        """The whole tables hold every row now; the parts they replace go (a reader prefers whole tables)."""
+        parts = self.path / PARTS_DIR
+        for f in parts.iterdir():
+            f.unlink()
+        parts.rmdir()
+        _fsync_dir(self.path)
 
     def flush(self) -> None:
-        """Make everything recorded so far durable on disk."""
+        """Make everything recorded so far durable on disk (waits for the background writer)."""
         with self._lock:
-            self._flush_locked()
+            self._check_open()
+            self._hand_off_locked()
             self._log_handler.flush()
+        self._background.drain()
 
     def _check_open(self) -> None:
         if self._finished:
             raise RuntimeError(f"evidence writer for run {self.run_id} is already finished")
 
     def finish(self, status: str, error: str | None = None) -> None:
-        """Final flush plus finished_at/status/error in the manifest; the writer closes."""
+        """Whole tables in place of the parts, then finished_at/status/error in the manifest; the writer closes."""
         if status not in FINAL_STATUSES:
             raise ValueError(f"finish status must be one of {FINAL_STATUSES}, got {status!r}")
         with self._lock:
             self._check_open()
             try:
-                self._flush_locked()
+                background_error = self._background.close()
+                if background_error is not None:
+                    self.logger.warning("a background evidence write failed (%s: %s); the whole tables "
+                                        "are written from memory", type(background_error).__name__, background_error)
+                self._write_whole_tables()
+                self._remove_parts()
             finally:
                 self._manifest["status"] = status
                 self._manifest["finished_at"] = utc_now_iso()
@@ -479,21 +570,13 @@ def _read_manifest(path: Path, problems: list[str]) -> dict | None:
     return manifest
 
 
-def _read_table(path: Path, name: str, schema: pa.Schema, optional: frozenset[str],
-                code: str, problems: list[str]) -> pd.DataFrame:
-    f = path / name
-    if not f.is_file():
-        problems.append(f"{code}_missing: {name} not found")
-        return _empty(schema)
-    try:
-        table = pq.read_table(f)
-    except Exception as exc:  # pyarrow raises several types for truncated or foreign files
-        problems.append(f"{code}_corrupt: {name} is not readable parquet ({type(exc).__name__}: {str(exc).replace(str(f), name)})")
-        return _empty(schema)
+def _conform(table: pa.Table, shown: str, schema: pa.Schema, optional: frozenset[str],
+             code: str, problems: list[str]) -> pa.Table | None:
+    """The table in exactly `schema` (optional columns filled with nulls), or None with a problem."""
     missing = [n for n in schema.names if n not in table.column_names and n not in optional]
     if missing:
-        problems.append(f"{code}_corrupt: {name} lacks column(s) {missing}")
-        return _empty(schema)
+        problems.append(f"{code}_corrupt: {shown} lacks column(s) {missing}")
+        return None
     columns = []
     for fld in schema:
         if fld.name in table.column_names:
@@ -501,15 +584,45 @@ def _read_table(path: Path, name: str, schema: pa.Schema, optional: frozenset[st
             try:
                 col = col.cast(fld.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                problems.append(f"{code}_corrupt: column '{fld.name}' of {name} is {col.type}, expected {fld.type} ({exc})")
-                return _empty(schema)
+                problems.append(f"{code}_corrupt: column '{fld.name}' of {shown} is {col.type}, expected {fld.type} ({exc})")
+                return None
             if col.null_count and fld.name not in optional:
-                problems.append(f"{code}_corrupt: column '{fld.name}' of {name} has {col.null_count} null value(s)")
-                return _empty(schema)
+                problems.append(f"{code}_corrupt: column '{fld.name}' of {shown} has {col.null_count} null value(s)")
+                return None
         else:
             col = pa.nulls(table.num_rows, fld.type)
         columns.append(col)
-    return pa.Table.from_arrays(columns, schema=schema).to_pandas()
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _read_table(path: Path, name: str, schema: pa.Schema, optional: frozenset[str],
+                code: str, problems: list[str]) -> pd.DataFrame:
+    """A whole table if present (finished layout), else its parts in order (running or crashed layout)."""
+    whole = path / name
+    if whole.is_file():
+        files = [whole]
+    else:
+        files = part_files(path, _stem(name))
+        if files is None:
+            problems.append(f"{code}_missing: {name} not found (nor a {PARTS_DIR}/ directory of parts)")
+            return _empty(schema)
+    pieces = []
+    for f in files:
+        shown = str(f.relative_to(path))
+        is_part = f.parent.name == PARTS_DIR
+        try:
+            table = read_part(f) if is_part else pq.read_table(f)
+        except Exception as exc:  # pyarrow raises several types for truncated or foreign files
+            kind = "a readable Arrow IPC file" if is_part else "readable parquet"
+            problems.append(f"{code}_corrupt: {shown} is not {kind} ({type(exc).__name__}: {str(exc).replace(str(f), shown)})")
+            return _empty(schema)
+        conformed = _conform(table, shown, schema, optional, code, problems)
+        if conformed is None:
+            return _empty(schema)
+        pieces.append(conformed)
+    if not pieces:
+        return _empty(schema)
+    return (pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)).to_pandas()
 
 
 def read_evidence(path: Path | str) -> Evidence:
@@ -521,6 +634,7 @@ def read_evidence(path: Path | str) -> Evidence:
         return Evidence(path, None, _empty(UPDATES_SCHEMA), _empty(CALLS_SCHEMA),
                         _empty(INTERVALS_SCHEMA), problems)
     manifest = _read_manifest(path, problems)
+    # Updates first: a running writer lands an update's calls and intervals before it.
     updates = _read_table(path, UPDATES, UPDATES_SCHEMA, frozenset(), "updates", problems)
     calls = _read_table(path, CALLS, CALLS_SCHEMA, CALLS_OPTIONAL, "calls", problems)
     intervals = _read_table(path, INTERVALS, INTERVALS_SCHEMA, frozenset(), "intervals", problems)

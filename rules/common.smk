@@ -55,6 +55,11 @@ def suite_plans(suite):
     return [f"results/workloads/{suite.name}/{w}.parquet" for w in suite["workloads"]]
 
 
+def suite_offered_figures(suite):
+    """The plans' offered-length figures, in the order of suite_plans."""
+    return [f"results/workloads/{suite.name}/{w}.offered.png" for w in suite["workloads"]]
+
+
 def run_inputs(wildcards):
     suite = suite_settings(wildcards.suite)
     inputs = {

@@ -6,6 +6,7 @@ rule render_report:
         summaries=suite_summaries(SUITE),
         plans=suite_plans(SUITE),
         evals=eval_summaries(config.get("eval_suite")),
+        offered_figures=suite_offered_figures(SUITE),
     output:
         html="reports/comparison.html",
         tables=directory("reports/tables"),
@@ -19,5 +20,6 @@ rule render_report:
         # A separate light process: imports inside Snakemake's own process run several
         # times slower (its scheduler loop holds the interpreter), script: jobs re-import Snakemake.
         "bench report --suite {params.suite} --summaries {input.summaries:q} --plans {input.plans:q}"
+        " --offered-figures {input.offered_figures:q}"
         " --evidence-root {params.evidence_root:q} --html {output.html:q} --tables {output.tables:q}"
         " --figures {output.figures:q} --set suite={params.suite} > {log:q} 2>&1"

@@ -1,9 +1,12 @@
-# Offered work plans: one parquet per (suite, workload), identical for every backend.
+# Offered work plans: one parquet per (suite, workload), identical for every backend,
+# with the figure of its offered length distributions (it depends on the plan alone,
+# so the report embeds it instead of redrawing it on every rebuild).
 
 
 rule workload_plan:
     output:
-        "results/workloads/{suite}/{workload}.parquet",
+        plan="results/workloads/{suite}/{workload}.parquet",
+        offered_figure="results/workloads/{suite}/{workload}.offered.png",
     log:
         "logs/workloads/{suite}/{workload}.log",
     params:

@@ -25,7 +25,8 @@ from rl_pipeline_bench import jobs  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
-from rl_pipeline_bench.workloads import suite_plan, write_plan  # noqa: E402
+from rl_pipeline_bench.report.figures import write_offered_figure  # noqa: E402
+from rl_pipeline_bench.workloads import read_plan, suite_plan, write_plan  # noqa: E402
 
 WORKLOADS = ["multi_turn", "long_generation"]
 BACKENDS = ["art", "skyrl"]
@@ -224,10 +225,21 @@ def test_workflow_job_entry_point(two_backends, tmp_path):
         output=SimpleNamespace(html=str(out / "comparison.html"), tables=str(out / "tables"),
                                figures=str(out / "figures")),
         log=[str(tmp_path / "report.log")], config=i["config"])
+    # The plan rule draws each offered-length figure once; the report embeds those files as they are.
+    drawn = []
+    for plan in i["plans"]:
+        drawn.append(tmp_path / "plans" / f"{Path(plan).stem}.offered.png")
+        write_offered_figure(read_plan(plan), Path(plan).stem, drawn[-1])
     jobs.render_report(smk.input.summaries, smk.input.plans, smk.params.evidence_root, smk.output.html,
-                       smk.output.tables, smk.output.figures, smk.params.suite, smk.config, log_path=smk.log[0])
+                       smk.output.tables, smk.output.figures, smk.params.suite, smk.config, log_path=smk.log[0],
+                       offered_figures=drawn)
     assert (out / "comparison.html").read_bytes() == (two_backends.reports / "comparison.html").read_bytes()
     assert "rendered" in (tmp_path / "report.log").read_text()
+    for plan, png in zip(i["plans"], drawn):
+        assert (out / "figures" / f"offered_{Path(plan).stem}.png").read_bytes() == png.read_bytes()
+    with pytest.raises(ReportInputError, match="1 offered-length figure.s. for 2 plan"):
+        jobs.render_report(smk.input.summaries, smk.input.plans, smk.params.evidence_root, tmp_path / "x.html",
+                           tmp_path / "xt", tmp_path / "xf", smk.params.suite, smk.config, offered_figures=drawn[:1])
 
 
 def test_reported_run_with_corrupt_manifest(tmp_path):

@@ -2,6 +2,9 @@
 
 Each `rl_pipeline_bench.commands.<area>` module exposes `register(subparsers)`;
 keeping areas apart lets runs, summaries, leases and provenance evolve separately.
+A call imports only the module of its own command (`COMMAND_MODULES`): importing
+every area (config validation, leases, NVML) cost about a second per `bench` process,
+and the workflow starts one per job. Help and unknown commands load them all.
 """
 
 from __future__ import annotations
@@ -12,26 +15,61 @@ import pkgutil
 import sys
 
 from . import commands
-from .config import ConfigError
 from .paths import ROOT  # noqa: F401  (re-exported: the seed's Kubernetes one-liner imports it)
-from .provenance import recipe_manifest, source_manifest  # noqa: F401  (same one-liner)
+
+#: The module under commands/ that registers each subcommand (tests check it against them).
+COMMAND_MODULES = {
+    "build": "provenance",
+    "gpus": "gpus",
+    "lease": "lease",
+    "plan": "run",
+    "preflight": "provenance",
+    "provenance": "provenance",
+    "report": "report",
+    "run": "run",
+    "schema": "schema",
+    "snapshot": "provenance",
+    "summarize": "summarize",
+    "summarize-run": "summarize",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def __getattr__(name: str):
+    """`from rl_pipeline_bench.cli import recipe_manifest, source_manifest` (the seed's one-liner), loaded on use."""
+    if name in ("recipe_manifest", "source_manifest"):
+        from . import provenance
+
+        return getattr(provenance, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def command_modules(argv: list[str] | None = None) -> list[str]:
+    """The command modules a parser for `argv` needs: the command's own, or all of them."""
+    every = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    if argv and argv[0] in COMMAND_MODULES:
+        return [COMMAND_MODULES[argv[0]]]
+    return every
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with every command (no argv) or only what `argv`'s command needs."""
     parser = argparse.ArgumentParser(prog="bench", description="RL Systems Bench controller")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    for name in command_modules(argv):
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
+    except Exception as exc:
+        from .config import ConfigError  # only on failure: config pulls in jsonschema and yaml
+
+        if not isinstance(exc, ConfigError):
+            raise
         print(f"bench: {exc}", file=sys.stderr)
         return 2
 

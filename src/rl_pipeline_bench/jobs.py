@@ -65,7 +65,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
 
 def render_report(summaries, plans, evidence_root, html, tables, figures, suite: str,
                   config: dict | None, log_path: str | Path | None = None, run_infra=None, probes=None,
-                  eval_summaries=()) -> None:
+                  eval_summaries=(), offered_figures=None) -> None:
     """The report rule: summaries + plans + evidence root -> html, tables, figures."""
     from .report import render_report as render
 
@@ -82,4 +82,5 @@ def render_report(summaries, plans, evidence_root, html, tables, figures, suite:
             run_infra_paths=run_infra,
             probe_paths=probes,
             eval_summary_paths=list(eval_summaries),
+            offered_figure_paths=list(offered_figures) if offered_figures else None,
         )

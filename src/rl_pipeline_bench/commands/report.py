@@ -16,6 +16,8 @@ def register(subparsers) -> None:
     p.add_argument("--plans", nargs="+", required=True, type=Path, metavar="PLAN_PARQUET")
     p.add_argument("--eval-summaries", nargs="*", default=[], type=Path, metavar="EVAL_SUMMARY_JSON",
                    help="task-quality evaluation summaries to include (rules/eval.smk)")
+    p.add_argument("--offered-figures", nargs="+", default=None, type=Path, metavar="PNG",
+                   help="the plans' offered-length figures, in the order of --plans (drawn when absent)")
     p.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
     p.add_argument("--html", type=Path, default=Path("reports/comparison.html"))
     p.add_argument("--tables", type=Path, default=Path("reports/tables"))
@@ -39,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config or CONFIG_PATH, _parse_overrides(args.set))
     render_report(args.summaries, args.plans, args.evidence_root, args.html, args.tables, args.figures,
                   args.suite, config, log_path=args.log, run_infra=args.run_infra, probes=args.probes,
-                  eval_summaries=args.eval_summaries)
+                  eval_summaries=args.eval_summaries,
+                  offered_figures=args.offered_figures)
     print(f"bench report: wrote {args.html}, {args.tables}/, {args.figures}/")
     return 0

@@ -160,7 +160,24 @@ def _suite_settings(config: dict | None, suite_name: str) -> dict | None:
     return suites[suite_name]
 
 
-def _write_figures(runs, plans, workloads, backends, figures_dir: Path) -> tuple[bytes | None, dict[str, bytes]]:
+def _offered_figures(plans: dict, paths: list | None) -> dict[str, bytes]:
+    """The plan rule's figures by workload (paths in the order of the plans), read once."""
+    if paths is None:
+        return {}
+    if len(paths) != len(plans):
+        raise ReportInputError(f"{len(paths)} offered-length figure(s) for {len(plans)} plan(s); give one per plan, "
+                               "in the order of the plans")
+    out = {}
+    for w, p in zip(plans, paths):
+        try:
+            out[w] = Path(p).read_bytes()
+        except OSError as exc:
+            raise ReportInputError(f"offered-length figure {p} is not readable: {exc}") from None
+    return out
+
+
+def _write_figures(runs, plans, workloads, backends, figures_dir: Path,
+                   drawn: dict[str, bytes]) -> tuple[bytes | None, dict[str, bytes]]:
     figures_dir.mkdir(parents=True, exist_ok=True)
     timeline = figures.timelines_png(runs, workloads, backends) if runs else None
     if timeline is not None:
@@ -168,7 +185,7 @@ def _write_figures(runs, plans, workloads, backends, figures_dir: Path) -> tuple
     offered = {}
     for w in workloads:
         if w in plans:
-            offered[w] = figures.offered_png(plans[w], w)
+            offered[w] = drawn[w] if w in drawn else figures.offered_png(plans[w], w)
             write_output(figures_dir / f"offered_{_safe(w)}.png", offered[w])
     return timeline, offered
 
@@ -215,7 +232,7 @@ def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, 
 
 def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
                   suite_name: str, config: dict | None = None, run_infra_paths=None, probe_paths=None,
-                  eval_summary_paths=()) -> None:
+                  eval_summary_paths=(), offered_figure_paths: list | None = None) -> None:
     """Build the comparison report from summaries, offered plans and the evidence root.
 
     `config` (the validated config dict) supplies the suite's description, its
@@ -223,6 +240,8 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
     the baseline of the ratios. Without it, backends keep the order of the summaries.
     `run_infra_paths` / `probe_paths` (per-run infrastructure summaries, probe records)
     add the Infrastructure section (report/infra.py); without both it is left out.
+    `offered_figure_paths` are the plan rule's offered-length figures, one per plan in
+    the same order; without them the figures are drawn from the plans here.
     """
     t0 = time.monotonic()
     evidence_root = Path(evidence_root)
@@ -255,7 +274,8 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
         "updates": tables.updates_table(runs),
     }
     tables.write_tables(tabs, Path(tables_dir))
-    timeline, offered_png = _write_figures(runs, plans, workloads, backends, Path(figures_dir))
+    timeline, offered_png = _write_figures(runs, plans, workloads, backends, Path(figures_dir),
+                                           _offered_figures(plans, offered_figure_paths))
 
     context = _context(suite_name, suite_settings, config, evidence_root, runs, attempts, workloads, backends,
                        tabs, timeline, offered_png)

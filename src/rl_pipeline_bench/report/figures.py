@@ -102,3 +102,13 @@ def offered_png(plan, workload: str) -> bytes:
             ax.set_ylim(0, 1.02)
         axes[0].set_ylabel("fraction ≤ x")
         return _png(fig)
+
+
+def write_offered_figure(plan, workload: str, path) -> None:
+    """The plan rule's figure output: drawn once per plan, embedded by every report rebuild."""
+    from pathlib import Path
+
+    from .files import write_output
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_output(path, offered_png(plan, workload))

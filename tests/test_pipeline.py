@@ -16,20 +16,13 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
-from workflow_copy import copy_repo
 from workflow_copy import scheduled_jobs as _jobs
 from workflow_copy import snakemake as _snakemake
 
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
 
 
-@pytest.fixture(scope="module")
-def smoke_workdir(tmp_path_factory) -> Path:
-    workdir = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
-    proc = _snakemake(workdir, "reports/comparison.html")
-    assert proc.returncode == 0, "smoke pipeline failed"
-    return workdir
+# smoke_workdir (tests/conftest.py): the session's one smoke pipeline run, shared with the browser test.
 
 
 def _run_dirs(workdir: Path) -> list[Path]:

@@ -1,0 +1,22 @@
+"""Fixtures shared across test modules.
+
+`smoke_workdir` is the one real smoke pipeline run of the test session (about 4 minutes
+on 2 cores): every test that needs a rendered report or real evidence from the whole
+workflow reuses it instead of running the pipeline again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from workflow_copy import copy_repo, snakemake
+
+
+@pytest.fixture(scope="session")
+def smoke_workdir(tmp_path_factory) -> Path:
+    """A scratch copy of the repository after `snakemake --cores 1 reports/comparison.html` (smoke suite)."""
+    workdir = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
+    proc = snakemake(workdir, "reports/comparison.html")
+    assert proc.returncode == 0, "smoke pipeline failed"
+    return workdir

@@ -17,13 +17,15 @@ import sys
 from . import commands
 from .paths import ROOT  # noqa: F401  (re-exported: the seed's Kubernetes one-liner imports it)
 
-#: The module under commands/ that registers each subcommand (tests check it against them).
+#: The module under commands/ that registers each subcommand (tests/test_cli.py checks it
+#: against the modules). A command missing here still works: its parser loads every module.
 COMMAND_MODULES = {
     "build": "provenance",
     "gpus": "gpus",
     "lease": "lease",
     "plan": "run",
     "preflight": "provenance",
+    "probe": "probe",
     "provenance": "provenance",
     "report": "report",
     "run": "run",

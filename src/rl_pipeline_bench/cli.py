@@ -21,8 +21,10 @@ from .paths import ROOT  # noqa: F401  (re-exported: the seed's Kubernetes one-l
 #: against the modules). A command missing here still works: its parser loads every module.
 COMMAND_MODULES = {
     "build": "provenance",
+    "eval": "eval",
     "gpus": "gpus",
     "lease": "lease",
+    "mlflow": "mlflow",
     "plan": "run",
     "preflight": "provenance",
     "probe": "probe",

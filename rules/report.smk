@@ -22,4 +22,4 @@ rule render_report:
         "bench report --suite {params.suite} --summaries {input.summaries:q} --plans {input.plans:q}"
         " --offered-figures {input.offered_figures:q}"
         " --evidence-root {params.evidence_root:q} --html {output.html:q} --tables {output.tables:q}"
-        " --figures {output.figures:q} --set suite={params.suite} > {log:q} 2>&1"
+        " --figures {output.figures:q} --eval-summaries {input.evals:q} --set suite={params.suite} > {log:q} 2>&1"

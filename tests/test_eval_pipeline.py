@@ -165,3 +165,14 @@ def test_workflow_refuses_bad_input_at_dag_time(evaluated, tmp_path):
         proc = _snakemake(workdir, "-n", "eval_all", "--config", *settings)
         assert proc.returncode != 0 and message in proc.stdout + proc.stderr, (settings, proc.stderr[-2000:])
     assert not list((workdir / "results/eval").glob("libero_*"))
+
+
+def test_report_rule_passes_the_evaluations_to_the_report(evaluated):
+    """The report target takes the selected eval suite's summaries (dry run: no benchmark is run)."""
+    workdir, ckpts = evaluated
+    proc = _snakemake(workdir, "-n", "-p", "reports/comparison.html", "--configfile", "checkpoints-only.yaml",
+                      "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
+    assert proc.returncode == 0
+    pid = checkpoint_id(ckpts / "actor/global_step_5")
+    report_cmd = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("bench report")]
+    assert report_cmd and "--eval-summaries results/eval/smoke-" in report_cmd[0] and pid in report_cmd[0]

@@ -174,5 +174,7 @@ def test_report_rule_passes_the_evaluations_to_the_report(evaluated):
                       "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
     assert proc.returncode == 0
     pid = checkpoint_id(ckpts / "actor/global_step_5")
-    report_cmd = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("bench report")]
-    assert report_cmd and "--eval-summaries results/eval/smoke-" in report_cmd[0] and pid in report_cmd[0]
+    out = proc.stdout + proc.stderr
+    report_cmd = [line for line in out.splitlines() if "bench report --suite" in line]
+    assert report_cmd, out[-3000:]
+    assert "--eval-summaries results/eval/smoke-" in report_cmd[0] and f"{pid}/summary.json" in report_cmd[0]

@@ -308,3 +308,18 @@ def test_sigkill_while_writing_leaves_every_landed_update_whole(tmp_path):
     landed = ev.calls[ev.calls["update"] <= n]
     assert sorted(landed["update"].tolist()) == sorted(u for u in range(1, n + 1) for _ in range(4))
     assert ev.intervals[ev.intervals["update"] <= n]["update"].tolist() == list(range(1, n + 1))
+
+
+def test_each_schema_version_has_its_reader_and_an_unknown_one_is_named(tmp_path):
+    w = EvidenceWriter(tmp_path, "run-m", {"host": HOST})
+    w.add_calls([call_row(0, update=1)])
+    w.add_update(1, 1.0, 1, 7, 1, 0.0)
+    w.finish("completed")
+    only_updates = read_evidence(w.path, tables=[UPDATES])  # what the report's timelines load
+    assert only_updates.problems == [] and len(only_updates.updates) == 1 and len(only_updates.calls) == 0
+    manifest = json.loads((w.path / MANIFEST).read_text())
+    (w.path / MANIFEST).write_text(json.dumps(manifest | {"schema": "rl-bench/evidence/v9"}))
+    ev = read_evidence(w.path)
+    assert ev.manifest["schema"] == "rl-bench/evidence/v9" and len(ev.updates) == 0  # never parsed as v1
+    assert ev.problems == ["manifest_schema: schema is 'rl-bench/evidence/v9'; this version reads only "
+                           "['rl-bench/evidence/v1'], so the run's tables are not read"]

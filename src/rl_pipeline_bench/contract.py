@@ -29,7 +29,7 @@ REASON_CODES: dict[str, str] = {
     "evidence_dir_missing": "the evidence directory does not exist",
     "manifest_missing": "manifest.json is absent",
     "manifest_corrupt": "manifest.json is not a readable JSON object",
-    "manifest_schema": "manifest.json does not declare rl-bench/evidence/v1",
+    "manifest_schema": "manifest.json declares an evidence schema version this code has no reader for",
     "status_not_completed": "the run did not finish with status 'completed'",
     "contract_missing": "the manifest records no usable contract settings (defaults used)",
     "contract_invalid": "the manifest's contract settings are not valid (defaults used)",
@@ -381,9 +381,10 @@ def summarize_evidence(ev: Evidence) -> dict:
     expected = _expected_ranks(contract, manifest, reasons)
 
     problem_codes = {p.split(":", 1)[0] for p in ev.problems}
-    updates_ok = not ({"updates_missing", "updates_corrupt", "evidence_dir_missing"} & problem_codes)
-    calls_ok = not ({"calls_missing", "calls_corrupt", "evidence_dir_missing"} & problem_codes)
-    intervals_ok = not ({"intervals_missing", "intervals_corrupt", "evidence_dir_missing"} & problem_codes)
+    unread = {"evidence_dir_missing", "manifest_schema"}  # no table was read: judge none of them
+    updates_ok = not ({"updates_missing", "updates_corrupt"} | unread) & problem_codes
+    calls_ok = not ({"calls_missing", "calls_corrupt"} | unread) & problem_codes
+    intervals_ok = not ({"intervals_missing", "intervals_corrupt"} | unread) & problem_codes
 
     updates = ev.updates
     if updates_ok:

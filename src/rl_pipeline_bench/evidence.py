@@ -565,8 +565,6 @@ def _read_manifest(path: Path, problems: list[str]) -> dict | None:
     if not isinstance(manifest, dict):
         problems.append(f"manifest_corrupt: {f} holds a {type(manifest).__name__}, not a JSON object")
         return None
-    if manifest.get("schema") != SCHEMA:
-        problems.append(f"manifest_schema: schema is {manifest.get('schema')!r}, expected {SCHEMA!r}")
     return manifest
 
 
@@ -625,17 +623,52 @@ def _read_table(path: Path, name: str, schema: pa.Schema, optional: frozenset[st
     return (pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)).to_pandas()
 
 
-def read_evidence(path: Path | str) -> Evidence:
-    """Read an evidence directory without ever raising; problems say what is wrong."""
+#: Every table of an evidence directory, in read order (updates first: a running writer
+#: lands an update's calls and intervals before the update itself).
+ALL_TABLES = (UPDATES, CALLS, INTERVALS)
+_TABLE_READ = {
+    UPDATES: (UPDATES_SCHEMA, frozenset(), "updates"),
+    CALLS: (CALLS_SCHEMA, CALLS_OPTIONAL, "calls"),
+    INTERVALS: (INTERVALS_SCHEMA, frozenset(), "intervals"),
+}
+
+
+def _read_v1_tables(path: Path, tables: Iterable[str], problems: list[str]) -> dict[str, pd.DataFrame]:
+    out = {}
+    for name in ALL_TABLES:
+        schema, optional, code = _TABLE_READ[name]
+        out[name] = _read_table(path, name, schema, optional, code, problems) if name in tables else _empty(schema)
+    return out
+
+
+#: The reader of each evidence schema version this code understands. A directory of
+#: another version is listed with the reason, never parsed as if it were this one.
+READERS: dict[str, Callable[[Path, Iterable[str], list[str]], dict[str, pd.DataFrame]]] = {
+    SCHEMA: _read_v1_tables,
+}
+
+
+def read_evidence(path: Path | str, tables: Iterable[str] = ALL_TABLES) -> Evidence:
+    """Read an evidence directory without ever raising; problems say what is wrong.
+
+    The manifest's `schema` picks the reader (`READERS`); an unknown version yields the
+    manifest, empty tables and a `manifest_schema` problem naming the versions this code
+    reads. `tables` limits what is loaded (others come back empty, unchecked): the
+    report's timelines need only updates.
+    """
     path = Path(path)
+    tables = frozenset(tables)
     problems: list[str] = []
     if not path.is_dir():
         problems.append(f"evidence_dir_missing: {path} is not a directory")
         return Evidence(path, None, _empty(UPDATES_SCHEMA), _empty(CALLS_SCHEMA),
                         _empty(INTERVALS_SCHEMA), problems)
     manifest = _read_manifest(path, problems)
-    # Updates first: a running writer lands an update's calls and intervals before it.
-    updates = _read_table(path, UPDATES, UPDATES_SCHEMA, frozenset(), "updates", problems)
-    calls = _read_table(path, CALLS, CALLS_SCHEMA, CALLS_OPTIONAL, "calls", problems)
-    intervals = _read_table(path, INTERVALS, INTERVALS_SCHEMA, frozenset(), "intervals", problems)
-    return Evidence(path, manifest, updates, calls, intervals, problems)
+    schema = manifest.get("schema") if manifest is not None else SCHEMA  # an unreadable manifest names none
+    reader = READERS.get(schema)
+    if reader is None:
+        problems.append(f"manifest_schema: schema is {schema!r}; this version reads only {sorted(READERS)}, "
+                        "so the run's tables are not read")
+        reader, tables = _read_v1_tables, frozenset()
+    read = reader(path, tables, problems)
+    return Evidence(path, manifest, read[UPDATES], read[CALLS], read[INTERVALS], problems)

@@ -179,13 +179,13 @@ def _offered_figures(plans: dict, paths: list | None) -> dict[str, bytes]:
 def _write_figures(runs, plans, workloads, backends, figures_dir: Path,
                    drawn: dict[str, bytes]) -> tuple[bytes | None, dict[str, bytes]]:
     figures_dir.mkdir(parents=True, exist_ok=True)
-    timeline = figures.timelines_png(runs, workloads, backends) if runs else None
+    timeline = figures.timelines_figure(runs, workloads, backends) if runs else None
     if timeline is not None:
         write_output(figures_dir / "timelines.png", timeline)
     offered = {}
     for w in workloads:
         if w in plans:
-            offered[w] = drawn[w] if w in drawn else figures.offered_png(plans[w], w)
+            offered[w] = drawn[w] if w in drawn else figures.offered_figure(plans[w], w)
             write_output(figures_dir / f"offered_{_safe(w)}.png", offered[w])
     return timeline, offered
 

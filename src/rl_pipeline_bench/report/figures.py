@@ -1,8 +1,9 @@
-"""The report's figures as PNG bytes: completion timelines and offered length ECDFs.
+"""The report's figures as bytes: completion timelines and offered length ECDFs.
 
 Figures are drawn on bare `Figure` objects (no pyplot state) under matplotlib's
-default style, and saved without the software tag, so the same data gives the
-same PNG bytes whatever the user's matplotlibrc says.
+default style and saved as PNG (the HTML report) or vector PDF (the paper) without
+software tags or creation dates, so the same data gives the same bytes whatever the
+user's matplotlibrc says and whenever it is rebuilt.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import matplotlib
 import matplotlib.style
 import numpy as np
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from .collect import OFFERED_QUANTITIES, Run, offered_lengths
@@ -22,10 +24,23 @@ _LINESTYLES = ("-", "--", ":", "-.")
 _RC = {"svg.hashsalt": "rl-bench-report", "font.size": 9, "axes.titlesize": 9}
 
 
-def _png(fig: Figure) -> bytes:
+#: savefig metadata that leaves out everything that varies between builds or versions.
+_FIXED_METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}
+#: Above this many trials of one backend in one workload, its runs are drawn as one
+#: line collection with one legend entry (a legend entry per trial cost a fifth of a
+#: 1000-run report's rendering).
+TRIALS_DRAWN_ONE_BY_ONE = 8
+
+
+def save(fig: Figure, fmt: str = "png") -> bytes:
+    """The figure as PNG or PDF bytes, reproducibly (no software tag, no date)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    fig.savefig(buf, format=fmt, dpi=DPI, metadata=_FIXED_METADATA[fmt])
     return buf.getvalue()
+
+
+def _png(fig: Figure) -> bytes:
+    return save(fig, "png")
 
 
 def _backend_colors(backends: list[str]) -> dict[str, str]:
@@ -33,7 +48,19 @@ def _backend_colors(backends: list[str]) -> dict[str, str]:
     return {b: cycle[i % len(cycle)] for i, b in enumerate(backends)}
 
 
-def timelines_png(runs: list[Run], workloads: list[str], backends: list[str]) -> bytes:
+def _draw_many(ax, runs: list[Run], backend: str, color: str) -> None:
+    """All trials of one backend in one collection: valid ones solid, invalid ones dashed."""
+    for valid, style in ((True, "-"), (False, "--")):
+        lines = [np.column_stack([r.updates["update"].to_numpy(float), r.updates["completed_at"].to_numpy(float)])
+                 for r in runs if (r.summary.get("valid") is True) is valid and r.updates is not None and len(r.updates)]
+        if lines:
+            label = f"{backend}: {len(lines)} {'valid' if valid else 'INVALID'} trials"
+            ax.add_collection(LineCollection(lines, colors=color, linestyles=style, linewidths=0.7, alpha=0.6,
+                                             label=label))
+    ax.autoscale_view()
+
+
+def timelines_figure(runs: list[Run], workloads: list[str], backends: list[str], fmt: str = "png") -> bytes:
     """completed_at vs update per workload, one line per backend/trial, windows shaded."""
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         colors = _backend_colors(backends)
@@ -55,7 +82,14 @@ def timelines_png(runs: list[Run], workloads: list[str], backends: list[str]) ->
                     ax.axvspan(c["warmup_updates"], total, color="0.92", zorder=0, label="measured window")
                     ax.axvspan(total - c["headline_updates"], total, color="#cfe3f7", zorder=0, label="headline window")
                     shaded = True
-                if r.updates is None or not len(r.updates):
+            by_backend: dict[str, list[Run]] = {}
+            for r in cell:
+                by_backend.setdefault(r.key[1], []).append(r)
+            for b, trials in by_backend.items():
+                if len(trials) > TRIALS_DRAWN_ONE_BY_ONE:
+                    _draw_many(ax, trials, b, colors.get(b, "k"))
+            for r in cell:
+                if r.updates is None or not len(r.updates) or len(by_backend[r.key[1]]) > TRIALS_DRAWN_ONE_BY_ONE:
                     continue
                 _, b, t = r.key
                 valid = r.summary.get("valid") is True
@@ -73,10 +107,10 @@ def timelines_png(runs: list[Run], workloads: list[str], backends: list[str]) ->
                 ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
         for ax in axes[len(workloads):]:
             ax.set_visible(False)
-        return _png(fig)
+        return save(fig, fmt)
 
 
-def offered_png(plan, workload: str) -> bytes:
+def offered_figure(plan, workload: str, fmt: str = "png") -> bytes:
     """ECDFs of one workload's offered prompt, completion, tool observation and schema lengths."""
     lengths = offered_lengths(plan)
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
@@ -101,7 +135,7 @@ def offered_png(plan, workload: str) -> bytes:
                     va="bottom", fontsize=7)
             ax.set_ylim(0, 1.02)
         axes[0].set_ylabel("fraction ≤ x")
-        return _png(fig)
+        return save(fig, fmt)
 
 
 def write_offered_figure(plan, workload: str, path) -> None:
@@ -111,4 +145,4 @@ def write_offered_figure(plan, workload: str, path) -> None:
     from .files import write_output
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_output(path, offered_png(plan, workload))
+    write_output(path, offered_figure(plan, workload, "png"))

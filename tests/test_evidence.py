@@ -233,7 +233,7 @@ def test_crashed_layout_reads_parts_and_names_a_corrupt_part(tmp_path):
     for u in (1, 2, 3):
         w.add_calls([call_row(t, update=u) for t in range(2)])
         w.add_update(u, float(u), 2, 14, u, 0.0)
-    w.flush()  # then the process "dies": no finish, the parts stay as they are
+        w.flush()  # one part per update; then the process "dies": no finish, the parts stay
     ev = read_evidence(w.path)
     assert ev.problems == [] and ev.manifest["status"] == "running"
     assert ev.updates["update"].tolist() == [1, 2, 3] and ev.calls["update"].tolist() == [1, 1, 2, 2, 3, 3]
@@ -323,3 +323,34 @@ def test_each_schema_version_has_its_reader_and_an_unknown_one_is_named(tmp_path
     assert ev.manifest["schema"] == "rl-bench/evidence/v9" and len(ev.updates) == 0  # never parsed as v1
     assert ev.problems == ["manifest_schema: schema is 'rl-bench/evidence/v9'; this version reads only "
                            "['rl-bench/evidence/v1'], so the run's tables are not read"]
+
+
+def test_hand_offs_that_queue_up_behind_a_slow_write_land_as_one_part(tmp_path, monkeypatch):
+    import time
+
+    w = EvidenceWriter(tmp_path, "run-n", {"host": HOST})
+    write = w._write_parts
+    seen = []
+    busy = threading.Event()
+
+    def slow_write(seq, delta):
+        seen.append(seq)
+        if len(seen) == 1:
+            busy.set()
+            time.sleep(0.3)  # the disk is busy; the next four updates queue up meanwhile
+        write(seq, delta)
+
+    monkeypatch.setattr(w, "_write_parts", slow_write)
+    for u in range(1, 6):
+        w.add_calls([call_row(t, update=u) for t in range(2)])
+        w.add_update(u, float(u), 2, 14, u, 0.0)
+        if u == 1:
+            assert busy.wait(10)
+    w.flush()
+    assert seen == [1, 5]  # the backlog became one batch, named by its last hand-off
+    assert [p.name for p in sorted((w.path / PARTS_DIR).glob("updates-*"))] == ["updates-000001.arrow",
+                                                                                "updates-000005.arrow"]
+    ev = read_evidence(w.path)
+    assert ev.updates["update"].tolist() == [1, 2, 3, 4, 5]
+    assert ev.calls["update"].tolist() == [u for u in range(1, 6) for _ in range(2)]
+    w.finish("completed")

@@ -292,6 +292,15 @@ def _coerce_row(row: dict, schema: pa.Schema, optional: frozenset[str], what: st
     return out
 
 
+def _merge_batches(batches: list[tuple[int, dict[str, list[dict]]]]) -> tuple[int, dict[str, list[dict]]]:
+    """Hand-offs that queued up, as one: rows in hand-off order, named by the last sequence number."""
+    merged: dict[str, list[dict]] = {}
+    for _seq, delta in batches:
+        for name, rows in delta.items():
+            merged.setdefault(name, []).extend(rows)
+    return batches[-1][0], merged
+
+
 _CHECK_UPDATE = _RowCheck(UPDATES_SCHEMA, frozenset(), "add_update")
 _CHECK_CALL = _RowCheck(CALLS_SCHEMA, CALLS_OPTIONAL, "add_calls")
 _CHECK_INTERVAL = _RowCheck(INTERVALS_SCHEMA, frozenset(), "add_trainer_interval")
@@ -366,7 +375,7 @@ class EvidenceWriter:
 
         (self.path / PARTS_DIR).mkdir()  # the parts layout: readable (empty tables) from the start
         self._write_manifest()
-        self._background = BackgroundWriter(f"evidence-writer-{run_id}")
+        self._background = BackgroundWriter(f"evidence-writer-{run_id}", self._write_batch, _merge_batches)
         self.logger.info("run %s started; evidence in %s", run_id, self.path)
 
     # -- clock and manifest -------------------------------------------------
@@ -443,12 +452,14 @@ class EvidenceWriter:
         self._last_flush = time.monotonic()
         if delta:
             self._seq += 1
-            seq = self._seq
-            self._background.submit(lambda: self._write_parts(seq, delta))
+            self._background.submit((self._seq, delta))
 
     def _maybe_hand_off_locked(self) -> None:
         if time.monotonic() - self._last_flush >= self._flush_interval_s:
             self._hand_off_locked()
+
+    def _write_batch(self, batch: tuple[int, dict[str, list[dict]]]) -> None:
+        self._write_parts(*batch)
 
     def _write_parts(self, seq: int, delta: dict[str, list[dict]]) -> None:
         """Background thread: one atomic part per table, the update last; one directory fsync."""

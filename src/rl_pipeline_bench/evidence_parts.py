@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -66,51 +66,69 @@ class EvidenceWriteError(OSError):
 
 
 class BackgroundWriter:
-    """One daemon thread that runs write jobs in submission order.
+    """One daemon thread that writes submitted batches in submission order.
 
-    The first failure is kept and raised to the caller on its next `submit` or `drain`;
-    later jobs are skipped so the parts never have a gap that looks like complete data.
+    Batches that queue up while the thread is busy (a slow disk, a burst of updates)
+    are merged into one write, `merge(batches) -> batch`, so a backlog costs one set of
+    parts and fsyncs, not one per update. The first failure is kept and raised to the
+    caller on its next `submit` or `drain`; later batches are skipped so the parts never
+    have a gap that looks like complete data.
     """
 
     _STOP = object()
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, write: Callable[[Any], None], merge: Callable[[list], Any]):
+        self._write, self._merge = write, merge
         self._jobs: "queue.Queue[object]" = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
+    def _take(self) -> tuple[list, bool]:
+        """The next batch and every batch queued behind it; whether the stop mark came with them."""
+        items, stop = [self._jobs.get()], False
+        while True:
+            try:
+                items.append(self._jobs.get_nowait())
+            except queue.Empty:
+                break
+        if any(i is self._STOP for i in items):
+            stop = True
+            items = [i for i in items if i is not self._STOP]
+        return items, stop
+
     def _loop(self) -> None:
         while True:
-            job = self._jobs.get()
+            items, stop = self._take()
             try:
-                if job is self._STOP:
-                    return
-                if self._error is None:
-                    job()
+                if items and self._error is None:
+                    self._write(items[0] if len(items) == 1 else self._merge(items))
             except BaseException as exc:  # kept for the caller; this thread must keep draining
                 self._error = exc
             finally:
-                self._jobs.task_done()
+                for _ in range(len(items) + stop):
+                    self._jobs.task_done()
+            if stop:
+                return
 
     def _raise_pending(self) -> None:
         if self._error is not None:
             raise EvidenceWriteError(f"writing evidence failed: {type(self._error).__name__}: {self._error}") \
                 from self._error
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, batch: Any) -> None:
         self._raise_pending()
         if not self._thread.is_alive():
             raise EvidenceWriteError("the evidence writer thread is closed")
-        self._jobs.put(job)
+        self._jobs.put(batch)
 
     def drain(self) -> None:
-        """Wait until every submitted job ran; raise the first failure, if any."""
+        """Wait until every submitted batch is written; raise the first failure, if any."""
         self._jobs.join()
         self._raise_pending()
 
     def close(self) -> BaseException | None:
-        """Run what is queued, stop the thread; return (not raise) the first failure."""
+        """Write what is queued, stop the thread; return (not raise) the first failure."""
         if self._thread.is_alive():
             self._jobs.put(self._STOP)
             self._thread.join()

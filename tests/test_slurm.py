@@ -115,7 +115,7 @@ def _sbatch_wait(args: list[str], wrap: str, env: dict[str, str], out: Path) -> 
 def test_sbatch_job_leases_only_the_gpu_slurm_gave_it(slurm, tmp_path):
     inventory = write_inventory(tmp_path / "inventory.json", [gpu(i) for i in range(2)])
     env = _bench_env(RL_BENCH_GPU_INVENTORY=str(inventory), RL_BENCH_LOCK_DIR=str(tmp_path / "locks"))
-    hold = subprocess.run(["sbatch", "--parsable", "--gpus=1", "-o", "/dev/null", "--wrap", "sleep 300"],
+    hold = subprocess.run(["sbatch", "--parsable", "--gpus=1", "-o", "/dev/null", "--wrap", "sleep 120"],
                           capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
     try:
         detail = subprocess.run(["scontrol", "show", "job", "-d", hold], capture_output=True, text=True).stdout

@@ -63,7 +63,7 @@ def server(tmp_path_factory):
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)  # the uvicorn worker and job runner too, not only the CLI
             pytest.fail(f"mlflow server did not come up: {(root / 'server.log').read_text()[-3000:]}")
         time.sleep(0.5)
     yield uri

@@ -10,13 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from planted_secrets import PLANTED_SECRETS
 from workflow_copy import copy_repo, snakemake
 
 
 @pytest.fixture(scope="session")
 def smoke_workdir(tmp_path_factory) -> Path:
-    """A scratch copy of the repository after `snakemake --cores 1 reports/comparison.html` (smoke suite)."""
+    """A scratch copy of the repository after `snakemake --cores 1 reports/comparison.html` (smoke suite).
+
+    It runs with a broad set of planted secrets in its environment; the last test of
+    test_pipeline.py checks that none of them was written anywhere.
+    """
     workdir = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
-    proc = snakemake(workdir, "reports/comparison.html")
+    proc = snakemake(workdir, "reports/comparison.html", extra_env=PLANTED_SECRETS)
     assert proc.returncode == 0, "smoke pipeline failed"
     return workdir

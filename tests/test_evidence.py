@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import stat
 import threading
 from datetime import datetime
 
@@ -201,9 +202,44 @@ def test_secrets_never_reach_manifest_or_log(tmp_path, monkeypatch, caplog):
         assert secret not in manifest_text
         assert secret not in log_text
     m = json.loads(manifest_text)
-    assert m["env"]["HF_TOKEN"] == "<redacted>" and m["env"]["WANDB_API_KEY"] == "<redacted>"
+    assert m["env"]["HF_TOKEN"] == "<redacted>"  # run-shaping prefix, secret name
+    assert "WANDB_API_KEY" not in m["env"] and "INNOCENT_URL" not in m["env"]  # not on the allow-list
     assert m["command"].startswith("bench run --token")
     assert "authenticating with" in log_text  # the message itself is kept
+
+
+def test_manifest_and_log_are_owner_only(tmp_path):
+    """They hold the environment and the command: other accounts must not read them."""
+    w = EvidenceWriter(tmp_path, "run-perm", {"host": HOST})
+    w.logger.info("hello")
+    w.add_update(1, 1.0, 1, 1, 1, 0.0)
+    w.update_manifest(image={"id": "x"})
+    for name in (MANIFEST, RUN_LOG):
+        assert stat.S_IMODE((w.path / name).stat().st_mode) == 0o600, name
+    w.finish("completed")
+    assert stat.S_IMODE((w.path / MANIFEST).stat().st_mode) == 0o600
+    assert stat.S_IMODE((w.path / UPDATES).stat().st_mode) & 0o044  # tables stay readable like ordinary files
+
+
+def test_each_log_record_is_redacted_once(tmp_path, monkeypatch, caplog):
+    from rl_pipeline_bench import evidence
+
+    w = EvidenceWriter(tmp_path, "run-once", {"host": HOST})
+    calls = []
+    real = evidence.redact_text
+    monkeypatch.setattr(evidence, "redact_text", lambda text, *a, **k: calls.append(text) or real(text, *a, **k))
+    with caplog.at_level(logging.INFO):
+        w.logger.info("update %d done", 3)
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            w.logger.exception("failed")
+    w.flush()
+    assert [c for c in calls if "update 3 done" in c] == ["update 3 done"]
+    assert len([c for c in calls if "failed" in c]) == 1 and len([c for c in calls if "RuntimeError: boom" in c]) == 1
+    log_text = (w.path / RUN_LOG).read_text()
+    assert "update 3 done" in log_text and "RuntimeError: boom" in log_text
+    w.finish("completed")
 
 
 @pytest.mark.parametrize("victim", [MANIFEST, UPDATES, CALLS, INTERVALS])

@@ -16,13 +16,19 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from planted_secrets import MARK, PLANTED_SECRETS
 from workflow_copy import scheduled_jobs as _jobs
-from workflow_copy import snakemake as _snakemake
+from workflow_copy import snakemake
 
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
 
 
-# smoke_workdir (tests/conftest.py): the session's one smoke pipeline run, shared with the browser test.
+# smoke_workdir (tests/conftest.py): the session's one smoke pipeline run, shared with the browser test;
+# it runs with a broad set of planted secrets, and so does every pipeline call here.
+
+
+def _snakemake(workdir: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return snakemake(workdir, *args, extra_env=PLANTED_SECRETS, **kw)
 
 
 def _run_dirs(workdir: Path) -> list[Path]:
@@ -108,7 +114,7 @@ def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
     broken = dict(record, snapshot_path=str(smoke_workdir / "no-such-snapshot"))
     broken_record = smoke_workdir / "broken-model.json"
     broken_record.write_text(json.dumps(broken))
-    env = dict(os.environ, RL_BENCH_ROOT=str(smoke_workdir))
+    env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "multi_turn",
          "--config", str(smoke_workdir / "config.yaml"), "--model-record", str(broken_record),
@@ -124,3 +130,40 @@ def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
     assert proc.returncode == 0
     attempts = pd.read_csv(smoke_workdir / "reports/tables/attempts.csv")
     assert failed[0].name in set(attempts.astype(str).stack())
+
+
+def test_planted_secrets_are_written_nowhere(smoke_workdir):
+    """No planted secret (env or a token passed through --set) is under results/, reports/, logs/ or .snakemake/.
+
+    Runs last in this module, so the tree holds every pipeline run above (all with the
+    planted environment), plus one more real run here whose command line carries a token.
+    """
+    set_token = f"ghp_{MARK}SetToken0000000000000000099"
+    env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "tool_history",
+         "--config", str(smoke_workdir / "config.yaml"), "--set", f"hf_cache={set_token}",
+         "--model-record", str(smoke_workdir / "results/models/reference-tiny-qwen3moe.json"),
+         "--evidence-root", str(smoke_workdir / "results/evidence-planted")],
+        cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert MARK not in proc.stdout + proc.stderr
+    (evidence,) = (smoke_workdir / "results/evidence-planted").iterdir()
+    manifest = json.loads((evidence / "manifest.json").read_text())
+    assert "hf_cache=<redacted>" in manifest["command"] and manifest["env"]["HF_TOKEN"] == "<redacted>"
+    assert "PGPASSWORD" not in manifest["env"] and "UNRELATED_SETTING" not in manifest["env"]
+    leaks, checked = [], 0
+    for top in ("results", "reports", "logs", ".snakemake"):
+        for path in (smoke_workdir / top).rglob("*"):
+            if MARK in str(path.relative_to(smoke_workdir)):
+                leaks.append(f"{path} (name)")
+            if path.is_file() and not path.is_symlink():
+                checked += 1
+                if MARK.encode() in path.read_bytes():
+                    leaks.append(str(path))
+    assert checked > 50 and not leaks, leaks
+    for run_dir in [*_run_dirs(smoke_workdir), evidence]:
+        for name in ("manifest.json", "run.log"):  # they hold the environment and the command
+            assert (run_dir / name).stat().st_mode & 0o077 == 0, run_dir / name
+

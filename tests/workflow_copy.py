@@ -20,9 +20,9 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def workflow_env(workdir: Path, *, own_source: bool = False) -> dict[str, str]:
+def workflow_env(workdir: Path, *, own_source: bool = False, extra_env: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for commands in a scratch copy; own_source imports the copy's package, not this checkout's."""
-    env = dict(os.environ, RL_BENCH_ROOT=str(workdir), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(extra_env or {}), RL_BENCH_ROOT=str(workdir), PYTHONUNBUFFERED="1")
     # `bench` must be on PATH for shell rules; it sits next to this interpreter.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if own_source:
@@ -30,9 +30,10 @@ def workflow_env(workdir: Path, *, own_source: bool = False) -> dict[str, str]:
     return env
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 1200, own_source: bool = False) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, timeout: int = 1200, own_source: bool = False,
+              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args],
-                          cwd=workdir, env=workflow_env(workdir, own_source=own_source),
+                          cwd=workdir, env=workflow_env(workdir, own_source=own_source, extra_env=extra_env),
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         print(proc.stdout[-6000:], proc.stderr[-6000:])

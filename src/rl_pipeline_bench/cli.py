@@ -71,10 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except Exception as exc:
         from .config import ConfigError  # only on failure: config pulls in jsonschema and yaml
+        from .redaction import redact_text
 
         if not isinstance(exc, ConfigError):
             raise
-        print(f"bench: {exc}", file=sys.stderr)
+        print(f"bench: {redact_text(str(exc))}", file=sys.stderr)  # may quote a --set value
         return 2
 
 

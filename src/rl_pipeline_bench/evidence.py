@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .evidence_parts import PARTS_DIR, BackgroundWriter, part_files, part_name, read_part, write_part
-from .hostinfo import is_secret_name, redact_text, redacted_env
+from .redaction import is_secret_name, recorded_env, redact_text
 
 SCHEMA = "rl-bench/evidence/v1"
 
@@ -99,6 +99,8 @@ MANIFEST_FIELDS = (
     "image", "gpus", "host", "command", "env", "error",
 )
 STATUSES = ("running", "completed", "failed")
+#: Mode of the files that hold the environment or commands (manifest, run.log).
+PRIVATE_MODE = 0o600
 FINAL_STATUSES = ("completed", "failed")
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -143,10 +145,13 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def atomic_write(path: Path | str, write: Callable[[Any], None], *, sync_dir: bool = True) -> None:
+def atomic_write(path: Path | str, write: Callable[[Any], None], mode: int | None = None, *,
+                 sync_dir: bool = True) -> None:
     """Write `path` via `write(binary_file)` into a same-directory temp file, fsync, rename.
 
-    `sync_dir=False` leaves the directory's fsync to the caller, who batches several renames.
+    `mode` None: readable like any other file (0666 less the umask); 0o600 for files
+    that hold the environment or commands. `sync_dir=False` leaves the directory's
+    fsync to the caller, who batches several renames.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -156,7 +161,7 @@ def atomic_write(path: Path | str, write: Callable[[Any], None], *, sync_dir: bo
             fh.flush()
             os.fsync(fh.fileno())
         # mkstemp creates 0600; evidence is meant to be readable like any other file.
-        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.chmod(tmp, 0o666 & ~_UMASK if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -168,14 +173,14 @@ def atomic_write(path: Path | str, write: Callable[[Any], None], *, sync_dir: bo
         _fsync_dir(path.parent)
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    atomic_write(path, lambda fh: fh.write(data))
+def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None) -> None:
+    atomic_write(path, lambda fh: fh.write(data), mode)
 
 
-def atomic_write_json(path: Path | str, obj: Any) -> None:
+def atomic_write_json(path: Path | str, obj: Any, mode: int | None = None) -> None:
     """Atomic JSON (indent 2, strict: NaN/Infinity are refused rather than written)."""
     text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
 def atomic_write_table(path: Path | str, table: pa.Table, *, sync_dir: bool = True) -> None:
@@ -344,7 +349,7 @@ class EvidenceWriter:
         m["started_at"] = utc_now_iso()
         m["finished_at"] = None
         m["error"] = None
-        m["env"] = redacted_env(m["env"] if isinstance(m.get("env"), dict) else None)
+        m["env"] = recorded_env(m["env"] if isinstance(m.get("env"), dict) else None)
         m["command"] = _command_text(m["command"] if m.get("command") is not None else sys.argv)
         try:  # refuse an unserialisable manifest before anything touches the disk
             json.dumps(m, allow_nan=False)
@@ -367,7 +372,8 @@ class EvidenceWriter:
         self.logger = logging.getLogger(f"rl_pipeline_bench.evidence.{run_id}")
         self.logger.setLevel(logging.INFO)
         self._log_filter = _RedactingFilter()
-        self.logger.addFilter(self._log_filter)
+        self.logger.addFilter(self._log_filter)  # records logged here, before they propagate
+        os.close(os.open(self.path / RUN_LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE))
         self._log_handler = logging.FileHandler(self.path / RUN_LOG, encoding="utf-8")
         self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(message)s"))
         self._log_handler.addFilter(self._log_filter)
@@ -390,7 +396,7 @@ class EvidenceWriter:
             return json.loads(json.dumps(self._manifest))
 
     def _write_manifest(self) -> None:
-        atomic_write_json(self.path / MANIFEST, _redact_strings(self._manifest))
+        atomic_write_json(self.path / MANIFEST, _redact_strings(self._manifest), mode=PRIVATE_MODE)
 
     def update_manifest(self, **fields: Any) -> None:
         """Record more provenance (image, gpus, ...); schema/run_id/status are not settable here."""
@@ -400,7 +406,7 @@ class EvidenceWriter:
         with self._lock:
             self._check_open()
             if "env" in fields:
-                fields["env"] = redacted_env(fields["env"]) if fields["env"] is not None else None
+                fields["env"] = recorded_env(fields["env"]) if fields["env"] is not None else None
             if "command" in fields:
                 fields["command"] = _command_text(fields["command"])
             if "error" in fields and fields["error"] is not None:

@@ -1,56 +1,16 @@
-"""Host description and secret redaction for manifests.
+"""Host description for manifests: OS, kernel, driver, CUDA, Python and package versions.
 
-A manifest must say where a number came from without leaking credentials, so every
-environment snapshot passes through `redacted_env` before it is written anywhere.
+What of the environment a manifest may hold is decided in `redaction`.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
 import sys
 from importlib import metadata
-from typing import Mapping, Sequence
-
-REDACTED = "<redacted>"
-
-# Names that look like credentials: tokens, keys, passwords, secrets, auth material.
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH|SESSION_?KEY|_KEY$|^KEY$)",
-    re.IGNORECASE,
-)
-# Values that embed credentials even under innocent names (user:pass@host URLs).
-_URL_WITH_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@\s]+)@", re.IGNORECASE)
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def redact_value(value: str) -> str:
-    return _URL_WITH_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", value)
-
-
-def redacted_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Copy of the environment with credential-like variables replaced by a marker.
-
-    Values of secret variables are also removed where they reappear inside other
-    variables (a token pasted into a command line, say).
-    """
-    env = os.environ if env is None else env
-    return {k: (REDACTED if is_secret_name(k) else redact_text(v, env)) for k, v in sorted(env.items())}
-
-
-def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Remove the values of secret variables from free text (logs, commands)."""
-    env = os.environ if env is None else env
-    for k, v in env.items():
-        if v and len(v) >= 6 and is_secret_name(k):
-            text = text.replace(v, REDACTED)
-    return redact_value(text)
-
+from typing import Sequence
 
 #: Recorded for every run; a backend adds its own (its descriptor's `packages`).
 COMMON_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "numpy", "nvidia-ml-py",

@@ -25,6 +25,7 @@ from .evidence import EvidenceWriter, atomic_write_json, new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .provenance import native_identity
+from .redaction import redact_text
 
 RUN_SCHEMA = "rl-bench/run/v1"
 
@@ -172,7 +173,7 @@ def execute_run(
     except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
         writer.logger.error("run failed: %s", exc)
         writer.finish("failed", error="".join(traceback.format_exception(exc)))
-        print(f"bench: run {run_id} FAILED ({exc}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
+        print(f"bench: run {run_id} FAILED ({redact_text(str(exc))}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
         if isinstance(exc, KeyboardInterrupt):
             raise
         return 1

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..gpus import Gpu, InventoryError, query_inventory
-from ..hostinfo import redact_text
+from ..redaction import redact_text
 from . import procs
 from .spec import SpecError, resolve_spec
 from .store import (

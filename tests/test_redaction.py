@@ -1,0 +1,96 @@
+"""Secrets: the environment is recorded by allow-list; values and free text are scrubbed as a second line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planted_secrets import MARK, PLANTED_ENV
+
+from rl_pipeline_bench import redaction
+from rl_pipeline_bench.paths import ROOT
+from rl_pipeline_bench.redaction import REDACTED, recorded_env, redact_text
+
+def test_env_is_recorded_by_allow_list():
+    rec = recorded_env(PLANTED_ENV)
+    assert MARK not in json.dumps(rec), rec
+    assert rec["CUDA_VISIBLE_DEVICES"] == "GPU-0000" and rec["OMP_NUM_THREADS"] == "2"
+    assert rec["TORCH_HOME"] == "/cache/torch" and rec["HF_HOME"] == "/cache/hf" and rec["NCCL_IB_HCA"] == "mlx5_0"
+    assert rec["HF_TOKEN"] == REDACTED  # allow-listed prefix, secret name
+    assert rec["HF_ENDPOINT"] == f"https://mirror:{REDACTED}@hf-mirror.internal"
+    assert rec["RL_BENCH_TRACKING_URI"] == f"https://tracker.internal/api?project=x&access_token={REDACTED}"
+    for dropped in ("PGPASSWORD", "UNRELATED_SETTING", "CACHE_URL", "HOME", "PATH", "SESSION_COOKIE"):
+        assert dropped not in rec
+
+
+# UNRELATED_SETTING is left out: in free text nothing tells its value from ordinary data,
+# so only the allow-list keeps it out of the record (the pipeline test checks it is nowhere).
+@pytest.mark.parametrize("name", sorted(k for k, v in PLANTED_ENV.items() if MARK in v and k != "UNRELATED_SETTING"))
+def test_every_planted_value_is_scrubbed_from_free_text(name):
+    value = PLANTED_ENV[name]
+    # a log line quoting the value, with the environment it came from known ...
+    assert MARK not in redact_text(f"connecting with {value} now", PLANTED_ENV)
+    # ... and a command line, with the environment unknown: name or shape alone must suffice
+    out = redact_text(f"{name}={value} ./job", {})
+    assert MARK not in out and out.endswith(" ./job"), out
+
+
+@pytest.mark.parametrize("text,kept", [
+    ("bench run --set hf_cache=ghp_Pl4ntedSetToken000000000000000019 --trial 1", "bench run --set hf_cache="),
+    ("bench run --set api_token=Pl4ntedSetToken0020 --trial 1", "--set api_token=<redacted> --trial 1"),
+    ("train --token Pl4ntedFlagToken0021 --fast", "train --token <redacted> --fast"),
+    ("train --password=Pl4ntedFlagPass0022", "train --password=<redacted>"),
+    ("curl -H 'Authorization: token Pl4ntedGhHeader0023' x", "curl -H 'Authorization: "),
+    ("Server=db;Database=x;User Id=sa;Password=Pl4ntedSqlPass0024;", "Server=db;Database=x;User Id=sa;Password=<redacted>;"),
+    ("Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=Pl4ntedSasKey0025=",
+     "SharedAccessKeyName=root;SharedAccessKey=<redacted>"),
+    ("https://acct.blob.core.windows.net/c/b?sv=2022&sig=Pl4ntedSasSig0026%3D&se=2030", "?sv=2022&sig=<redacted>&se=2030"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJQbDRudGVkIn0.Pl4ntedJwtSignature0027", "jwt <redacted>"),
+    ("AWS key AKIAPL4NTEDKEY000028 in use", "AWS key <redacted> in use"),
+    ("ftp://anonymous:Pl4ntedFtp0029@files.example/x", "ftp://anonymous:<redacted>@files.example/x"),
+    ("https://discord.com/api/webhooks/123/Pl4ntedDiscord0030", "https://discord.com/api/webhooks/<redacted>"),
+])
+def test_shapes_of_secrets_in_free_text(text, kept):
+    out = redact_text(text, {})
+    assert MARK not in out and MARK.upper() not in out, out
+    assert kept in out, out
+
+
+@pytest.mark.parametrize("line", [
+    "update 16 accepted_trajectories=4 assistant_tokens=1234 completion_tokens=512",
+    "--max-tokens 4096 --tokens-per-call 12",
+    "sha256 9f2c1d0e8b7a6f5e4d3c2b1a09f8e7d6c5b4a3928170f6e5d4c3b2a1908f7e6d",
+    "revision 59d61f3ce65a6d9863b86d2e96597125219dc754 of Qwen/Qwen3.5-35B-A3B",
+    "results/evidence/20260101T000000.000000Z-smoke-reference-multi_turn-trial1-0a1b2c3d/manifest.json",
+    "GPU-fixture-0000-0000-0000-000000000000 leased; token counts: prompt 12, completion 40",
+    "ssh://git.example.org/repo.git and https://huggingface.co/Qwen/x/resolve/main/config.json",
+    "email someone@example.org about https://host.example/a?b=c&d=e",
+])
+def test_innocent_text_survives(line):
+    assert redact_text(line, {}) == line
+
+
+def test_redaction_is_idempotent():
+    once = redact_text(" ".join(v for v in PLANTED_ENV.values()), PLANTED_ENV)
+    assert redact_text(once, PLANTED_ENV) == once
+
+
+def test_secret_names():
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "FOO_SECRET_BAR", "AWS_SECRET_ACCESS_KEY",
+                 "PGPASSWORD", "MYSQL_PWD", "DB_PASS", "GITHUB_PAT", "SLACK_WEBHOOK_URL", "SENTRY_DSN",
+                 "AZURE_STORAGE_CONNECTION_STRING", "SESSION_COOKIE", "SSH_PRIVATE_KEY", "OPENAI_APIKEY"):
+        assert redaction.is_secret_name(name), name
+    for name in ("PATH", "HOME", "PWD", "OLDPWD", "CUDA_VISIBLE_DEVICES", "HF_HOME", "KEYBOARD_LAYOUT",
+                 "OMP_NUM_THREADS", "CUDA_CACHE_PATH", "PASSIVE_MODE"):
+        assert not redaction.is_secret_name(name), name
+
+
+def test_config_error_does_not_echo_a_secret_set_value():
+    token = f"ghp_{MARK}SetToken000000000000000031"
+    proc = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--set", f"seed={token}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "config key 'seed'" in proc.stderr
+    assert MARK not in proc.stderr, proc.stderr

@@ -2,12 +2,21 @@
 
 import shlex
 
-from rl_pipeline_bench.config import ConfigError, get_suite, validate_config
+from rl_pipeline_bench.config import ConfigError, get_suite, safe_name_regex, validate_config
 
 try:
     validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc))
+
+
+# A wildcard that becomes a path component must be a safe name (the schema's $defs/name),
+# so no target can make a rule write outside results/ (e.g. a workload of "../../x").
+wildcard_constraints:
+    suite=safe_name_regex(),
+    backend=safe_name_regex(),
+    workload=safe_name_regex(),
+    model=safe_name_regex(),
 
 SUITE = get_suite(config)
 

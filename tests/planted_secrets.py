@@ -26,7 +26,7 @@ PLANTED_ENV = {
     "UNRELATED_SETTING": "Pl4ntedInnocentLooking0015",  # no secret name, no secret shape: only the allow-list stops it
     # allow-listed names that still hold credentials: the second line must catch them
     "HF_TOKEN": "hf_Pl4ntedHuggingFaceToken00016",
-    "HF_ENDPOINT": "https://mirror:Pl4ntedMirrorPass0017@hf-mirror.internal",
+    "HF_MIRROR_URL": "https://mirror:Pl4ntedMirrorPass0017@hf-mirror.internal",  # HF_ prefix, read by no library
     "RL_BENCH_TRACKING_URI": "https://tracker.internal/api?project=x&access_token=Pl4ntedQueryToken0018",
     "NCCL_IB_HCA": "mlx5_0",
     # run-shaping values that must survive

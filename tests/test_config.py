@@ -93,3 +93,145 @@ def test_bench_cli_unknown_backend_exits_2(tmp_path):
     )
     assert proc.returncode == 2
     assert "unknown backend 'trl' (known backends: art, reference, skyrl)" in proc.stderr
+
+
+# ------------------------------------------------------------------ non-finite numbers
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda c: c["suites"]["smoke"].update(scale=float("nan")), "suites/smoke/scale"),
+    (lambda c: c["workloads"]["multi_turn"]["completion_tokens"][1].__setitem__(1, float("nan")),
+     "workloads/multi_turn/completion_tokens/1/1"),
+    (lambda c: c["workloads"]["tool_history"]["prompt_tokens"][0].__setitem__(1, float("-inf")),
+     "workloads/tool_history/prompt_tokens/0/1"),
+    (lambda c: c["reference"].update(learning_rate=float("nan")), "reference/learning_rate"),
+    (lambda c: c["reference"].update(lora_alpha=float("inf")), "reference/lora_alpha"),
+])
+def test_non_finite_numbers_are_refused_naming_the_key(config, mutate, key):
+    mutate(config)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(config)
+    assert f"config key '{key}'" in str(exc.value) and "not a finite number" in str(exc.value)
+
+
+def _write_yaml_config(tmp_path, text_edit=None, mutate=None):
+    text = CONFIG_PATH.read_text()
+    if mutate is not None:
+        data = yaml.safe_load(text)
+        mutate(data)
+        text = yaml.safe_dump(data, sort_keys=False)
+    if text_edit is not None:
+        text = text_edit(text)
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def _bench(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_yaml_nan_is_refused_by_bench_and_by_snakemake_before_any_job(tmp_path):
+    path = _write_yaml_config(tmp_path, mutate=lambda c: c["suites"]["smoke"].update(scale="NAN"),
+                              text_edit=lambda t: t.replace("scale: NAN", "scale: .nan"))
+    assert "scale: .nan" in path.read_text()
+    proc = _bench("plan", "--config", str(path))
+    assert proc.returncode == 2 and "suites/smoke/scale" in proc.stderr and "not a finite number" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--configfile", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "suites/smoke/scale" in out and "not a finite number" in out
+    assert "Job stats" not in out  # refused while parsing, before any job was planned
+
+
+def test_set_nan_is_refused():
+    proc = _bench("plan", "--set", "seed=.nan")
+    assert proc.returncode == 2 and "config key 'seed'" in proc.stderr and "not a finite number" in proc.stderr
+
+
+# ------------------------------------------------------------------ names that become paths
+
+
+def _rename(mapping: dict, old: str, new: str) -> None:
+    mapping[new] = mapping.pop(old)
+
+
+@pytest.mark.parametrize("mutate, where, name", [
+    (lambda c: (_rename(c["suites"], "smoke", "../escape"), c.update(suite="../escape")), "suites", "../escape"),
+    (lambda c: _rename(c["suites"], "smoke", "a/b"), "suites", "a/b"),
+    (lambda c: _rename(c["suites"], "smoke", ".hidden"), "suites", ".hidden"),
+    (lambda c: (_rename(c["models"], "reference-tiny-qwen3moe", "../../m"),
+                c["suites"]["smoke"].update(model="../../m")), "models", "../../m"),
+    (lambda c: c["workloads"].__setitem__("../w", c["workloads"]["multi_turn"]), "workloads", "../w"),
+    (lambda c: c["suites"]["smoke"].update(model="m/../../x"), "suites/smoke/model", "m/../../x"),
+    (lambda c: c.update(suite="../smoke"), "suite", "../smoke"),
+    (lambda c: _rename(c["suites"], "smoke", "with space"), "suites", "with space"),
+])
+def test_names_that_become_paths_must_be_safe(config, mutate, where, name):
+    mutate(config)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(config)
+    msg = str(exc.value)
+    assert f"config key '{where}'" in msg and repr(name) in msg and "not a safe name" in msg, msg
+
+
+def test_hub_repo_id_cannot_climb():
+    from rl_pipeline_bench.config import load_config
+
+    cfg = load_config()
+    cfg["models"]["qwen3.5-35b-a3b"]["repo_id"] = "../.."
+    with pytest.raises(ConfigError, match="models/qwen3.5-35b-a3b/repo_id"):
+        validate_config(cfg)
+
+
+def test_snakemake_refuses_an_unsafe_suite_name_before_any_job(tmp_path):
+    path = _write_yaml_config(tmp_path, mutate=lambda c: (_rename(c["suites"], "smoke", "../../outside"),
+                                                          c.update(suite="../../outside")))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--configfile", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "not a safe name" in out and "'../../outside'" in out
+    assert "Job stats" not in out
+
+
+# ------------------------------------------------------------------ config files of the wrong shape
+
+
+@pytest.mark.parametrize("text, sentence", [
+    ("- a\n- b\n", "Config file must be given as JSON or YAML with keys at top level."),
+    ("42\n", "Config file must be given as JSON or YAML with keys at top level."),
+    ("", "Config file must be given as JSON or YAML with keys at top level."),
+    ("suite: [smoke,\n  seed: 1\n", "Config file is not valid JSON or YAML."),
+    ("suite: smoke\n\tseed: 1\n", "Config file is not valid JSON or YAML."),
+])
+def test_bad_config_files_give_snakemakes_named_error(tmp_path, text, sentence):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    for argv in (["plan", "--config", str(path)],
+                 ["run", "--config", str(path), "--backend", "reference", "--workload", "multi_turn"],
+                 ["report", "--suite", "smoke", "--config", str(path), "--summaries", str(tmp_path / "s.json"),
+                  "--plans", str(tmp_path / "p.parquet"), "--html", str(tmp_path / "r.html")]):
+        proc = _bench(*argv)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert sentence in proc.stderr and str(path) in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    snake = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--configfile", str(path)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if text:  # Snakemake reads an empty --configfile as "no overrides"
+        assert snake.returncode != 0 and sentence in snake.stdout + snake.stderr
+
+
+def test_bad_set_value_is_a_named_error():
+    proc = _bench("plan", "--set", "seed=[1,")
+    assert proc.returncode == 2 and "--set seed=" in proc.stderr and "not valid YAML" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_wildcards_that_become_paths_must_be_safe_names():
+    # A workload wildcard "a/b" made the plan rule schedule a job (creating results/workloads/smoke/a/ and its log dir).
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n",
+                           "results/workloads/smoke/a/b.parquet"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "MissingRuleException" in out, out[-2000:]

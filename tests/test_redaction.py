@@ -20,7 +20,7 @@ def test_env_is_recorded_by_allow_list():
     assert rec["CUDA_VISIBLE_DEVICES"] == "GPU-0000" and rec["OMP_NUM_THREADS"] == "2"
     assert rec["TORCH_HOME"] == "/cache/torch" and rec["HF_HOME"] == "/cache/hf" and rec["NCCL_IB_HCA"] == "mlx5_0"
     assert rec["HF_TOKEN"] == REDACTED  # allow-listed prefix, secret name
-    assert rec["HF_ENDPOINT"] == f"https://mirror:{REDACTED}@hf-mirror.internal"
+    assert rec["HF_MIRROR_URL"] == f"https://mirror:{REDACTED}@hf-mirror.internal"
     assert rec["RL_BENCH_TRACKING_URI"] == f"https://tracker.internal/api?project=x&access_token={REDACTED}"
     for dropped in ("PGPASSWORD", "UNRELATED_SETTING", "CACHE_URL", "HOME", "PATH", "SESSION_COOKIE"):
         assert dropped not in rec

@@ -10,6 +10,8 @@ a schema cannot express, so they refuse bad input identically.
 from __future__ import annotations
 
 import copy
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,13 +24,56 @@ from .paths import CONFIG_PATH, SCHEMA_PATH
 WORKLOADS = ("multi_turn", "long_generation", "tool_history", "multi_turn_salted")
 
 
+#: Snakemake's own wording (snakemake.common.configfile), so `bench` and `snakemake` name a bad file alike.
+NOT_JSON_OR_YAML = ("Config file is not valid JSON or YAML. In case of YAML, make sure to not mix "
+                    "whitespace and tab indentation.")
+NOT_A_MAPPING = "Config file must be given as JSON or YAML with keys at top level."
+_SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
+
+
 class ConfigError(ValueError):
     """Bad configuration; the message names the key and what is allowed."""
 
 
-def _format_schema_error(err: jsonschema.ValidationError) -> str:
+def read_config_file(path: Path | str) -> dict[str, Any]:
+    """A config file as a mapping: JSON first, then YAML, like Snakemake's own loader; ConfigError otherwise."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ConfigError(f"{path}{where}: {NOT_JSON_OR_YAML}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: {NOT_A_MAPPING} (it holds {'nothing' if data is None else 'a ' + type(data).__name__})")
+    return data
+
+
+def _non_finite(obj: Any, path: tuple = ()) -> list[str]:
+    """Keys whose value is NaN or infinite (JSON schema bounds let NaN through: every comparison is false)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return [f"config key '{'/'.join(map(str, path)) or '(top level)'}': {obj} is not a finite number"]
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in _non_finite(v, (*path, k))]
+    if isinstance(obj, (list, tuple)):
+        return [p for i, v in enumerate(obj) for p in _non_finite(v, (*path, i))]
+    return []
+
+
+def _format_schema_error(err: jsonschema.ValidationError, name_pattern: str | None = None) -> str:
     where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
     msg = f"config key '{where}': {err.message}"
+    if err.validator == "pattern" and err.validator_value == name_pattern:
+        return f"config key '{where}': {err.instance!r} is {_SAFE_NAME_HELP}"
     if err.validator == "enum":
         msg += f" (allowed: {', '.join(map(str, err.validator_value))})"
     elif err.validator == "additionalProperties" and isinstance(err.schema.get("properties"), dict):
@@ -47,7 +92,7 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     backends = registered()
     schema = yaml.safe_load(Path(schema_path).read_text())
     suite = schema["properties"]["suites"]["additionalProperties"]
-    suite["properties"]["backends"]["items"] = {"enum": [b.name for b in backends]}
+    suite["properties"]["backends"]["items"]["enum"] = [b.name for b in backends]  # keeps the safe-name $ref
     owners: dict[str, str] = {}
     for backend in backends:
         for key, sub in backend.suite_schema.items():
@@ -64,13 +109,25 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     return schema
 
 
+def safe_name_regex(schema_path: Path | str = SCHEMA_PATH) -> str:
+    """The safe-name pattern of the schema (`$defs/name`), unanchored, for Snakemake wildcard constraints."""
+    pattern = yaml.safe_load(Path(schema_path).read_text())["$defs"]["name"]["pattern"]
+    return pattern.removeprefix("^").removesuffix("$")
+
+
 def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:
     """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{NOT_A_MAPPING} (got a {type(config).__name__})")
+    non_finite = _non_finite(config)
+    if non_finite:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(non_finite))
     schema = config_schema(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(_format_schema_error(e) for e in errors))
+        name_pattern = schema.get("$defs", {}).get("name", {}).get("pattern")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(_format_schema_error(e, name_pattern) for e in errors))
     problems: list[str] = []
     if config["suite"] not in config["suites"]:
         problems.append(
@@ -120,11 +177,7 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
 
 def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Read config.yaml, apply top-level overrides (like `--config k=v`) and validate."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file not found: {path}")
-    config = yaml.safe_load(path.read_text()) or {}
-    config = copy.deepcopy(config)
+    config = read_config_file(path)
     config.update(overrides or {})
     return validate_config(config)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import get_suite, load_config
+from ..config import ConfigError, get_suite, load_config
 from ..paths import CONFIG_PATH, ROOT
 
 
@@ -15,9 +15,12 @@ def _parse_overrides(items: list[str]) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise SystemExit(f"bench: --set expects KEY=VALUE, got '{item}'")
+            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
         key, value = item.split("=", 1)
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError:  # the value itself is not repeated: it may be a secret
+            raise ConfigError(f"--set {key}=...: the value is not valid YAML") from None
     return out
 
 

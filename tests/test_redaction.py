@@ -94,3 +94,20 @@ def test_config_error_does_not_echo_a_secret_set_value():
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "config key 'seed'" in proc.stderr
     assert MARK not in proc.stderr, proc.stderr
+
+
+def test_lease_survivor_command_lines_are_scrubbed():
+    """A survivor's command line goes into the lease record and the job log (`bench lease` stderr)."""
+    import psutil
+
+    from rl_pipeline_bench.leases import procs
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--token", f"{MARK}Survivor0032",
+                              f"ghp_{MARK}SurvivorArg0000000000000033"])
+    try:
+        described = procs.describe(psutil.Process(child.pid))
+        assert described["pid"] == child.pid and "time.sleep(30)" in described["cmdline"]
+        assert MARK not in described["cmdline"], described
+    finally:
+        child.kill()
+        child.wait()

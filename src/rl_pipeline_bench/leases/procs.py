@@ -15,6 +15,8 @@ from typing import Any
 
 import psutil
 
+from ..redaction import redact_text
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -27,12 +29,12 @@ def identity(pid: int) -> dict[str, Any] | None:
 
 
 def describe(proc: psutil.Process) -> dict[str, Any]:
-    """Identity plus a short command line, for messages and records."""
+    """Identity plus a short command line (secrets scrubbed), for messages and records."""
     out: dict[str, Any] = {"pid": proc.pid}
     try:
         with proc.oneshot():
             out["create_time"] = proc.create_time()
-            out["cmdline"] = " ".join(proc.cmdline())[:300] or proc.name()
+            out["cmdline"] = redact_text(" ".join(proc.cmdline()))[:300] or proc.name()
     except psutil.Error:
         pass
     return out

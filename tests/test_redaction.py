@@ -111,3 +111,13 @@ def test_lease_survivor_command_lines_are_scrubbed():
     finally:
         child.kill()
         child.wait()
+
+
+def test_allreduce_probe_records_env_through_the_same_allow_list():
+    from rl_pipeline_bench.probes.allreduce import _recorded_env
+
+    env = {**PLANTED_ENV, "NCCL_DEBUG": "INFO", "NCCL_NET_PLUGIN_URL": f"https://u:{MARK}Nccl0034@plugins.internal/x",
+           "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_TOKEN": f"{MARK}NcclToken0035"}
+    rec = _recorded_env(env)
+    assert rec["NCCL_DEBUG"] == "INFO" and rec["GLOO_SOCKET_IFNAME"] == "eth0" and rec["NCCL_IB_TOKEN"] == REDACTED
+    assert MARK not in json.dumps(rec) and "PGPASSWORD" not in rec and "OMP_NUM_THREADS" not in rec

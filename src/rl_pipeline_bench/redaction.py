@@ -25,7 +25,7 @@ REDACTED = "<redacted>"
 
 #: Prefixes of the variables that shape a run and are recorded in manifests.
 RUN_ENV_PREFIXES = (
-    "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH_",
+    "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "NVSHMEM_", "GLOO_", "TORCH", "PYTORCH_",
     "HF_", "TRANSFORMERS_", "TOKENIZERS_", "SAFETENSORS_",
     "OMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "KMP_",
     "RL_BENCH_", "VLLM_", "ART_", "SKYRL_", "MEGATRON_", "SLURM_", "MUJOCO_",

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..redaction import recorded_env
+
 ALLREDUCE_SCHEMA = "rl-bench/probe-allreduce/v1"
 
 #: Set for every rank, whatever the caller's environment says (recorded in the result).
@@ -133,7 +135,8 @@ def _worker_main(argv: list[str]) -> int:
 
 
 def _recorded_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
+    """The communication settings of `env`, through the one allow-list and scrubbing (redaction.recorded_env)."""
+    return {k: v for k, v in recorded_env(env).items() if k.startswith(RECORDED_ENV_PREFIXES)}
 
 
 def run_probe(world_size: int, backend: str, *, min_bytes: int = 8, max_bytes: int = 1 << 30, warmup_iters: int = 5,

@@ -121,3 +121,25 @@ def test_allreduce_probe_records_env_through_the_same_allow_list():
     rec = _recorded_env(env)
     assert rec["NCCL_DEBUG"] == "INFO" and rec["GLOO_SOCKET_IFNAME"] == "eth0" and rec["NCCL_IB_TOKEN"] == REDACTED
     assert MARK not in json.dumps(rec) and "PGPASSWORD" not in rec and "OMP_NUM_THREADS" not in rec
+
+
+def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
+    import logging
+    import stat
+
+    from rl_pipeline_bench.eval.episodes import write_manifest
+    from rl_pipeline_bench.evidence import private_log_handler
+
+    write_manifest(tmp_path, {"command": "x"})
+    assert stat.S_IMODE((tmp_path / "manifest.json").stat().st_mode) == 0o600
+    handler = private_log_handler(tmp_path / "eval.log", "%(message)s")
+    logger = logging.getLogger("rl_pipeline_bench.test_private_log")
+    logger.addHandler(handler)
+    try:
+        logger.warning("pulling with %s", f"ghp_{MARK}EvalLog000000000000000036")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / "eval.log").read_text()
+    assert "pulling with <redacted>" in text and MARK not in text
+    assert stat.S_IMODE((tmp_path / "eval.log").stat().st_mode) == 0o600

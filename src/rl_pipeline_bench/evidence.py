@@ -246,6 +246,15 @@ class _RedactingFilter(logging.Filter):
         return True
 
 
+def private_log_handler(path: Path | str, fmt: str, redacting: logging.Filter | None = None) -> logging.FileHandler:
+    """A handler on a new owner-only log file whose records are scrubbed (once, see `_redact_record`)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE))
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.addFilter(redacting or _RedactingFilter())
+    handler.setFormatter(logging.Formatter(fmt))
+    return handler
+
+
 class _RowCheck:
     """Fast acceptance of rows that already have exactly the schema's columns and Python types.
 
@@ -373,10 +382,9 @@ class EvidenceWriter:
         self.logger.setLevel(logging.INFO)
         self._log_filter = _RedactingFilter()
         self.logger.addFilter(self._log_filter)  # records logged here, before they propagate
-        os.close(os.open(self.path / RUN_LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE))
-        self._log_handler = logging.FileHandler(self.path / RUN_LOG, encoding="utf-8")
-        self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(message)s"))
-        self._log_handler.addFilter(self._log_filter)
+        # The handler's filter catches records of child loggers, which skip the logger's filter.
+        self._log_handler = private_log_handler(self.path / RUN_LOG, "%(asctime)s %(levelname)s [%(threadName)s] %(message)s",
+                                                self._log_filter)
         self.logger.addHandler(self._log_handler)
 
         (self.path / PARTS_DIR).mkdir()  # the parts layout: readable (empty tables) from the start

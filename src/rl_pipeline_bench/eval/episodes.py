@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from ..evidence import atomic_write_json, atomic_write_table
+from ..evidence import PRIVATE_MODE, atomic_write_json, atomic_write_table
 
 SCHEMA = "rl-bench/eval-evidence/v1"
 MANIFEST = "manifest.json"
@@ -60,7 +60,8 @@ def write_episodes(directory: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    atomic_write_json(Path(directory) / MANIFEST, manifest)
+    """Owner-only: the manifest holds the command line (scrubbed) and host facts."""
+    atomic_write_json(Path(directory) / MANIFEST, manifest, mode=PRIVATE_MODE)
 
 
 def read_episodes(directory: Path | str) -> pd.DataFrame:

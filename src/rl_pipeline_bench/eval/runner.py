@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..config import ConfigError
-from ..evidence import atomic_write_json, utc_now_iso
-from ..hostinfo import host_info, redact_text
+from ..evidence import atomic_write_json, private_log_handler, utc_now_iso
+from ..hostinfo import host_info
+from ..redaction import redact_text
 from . import benchmarks, envs, protocol
 from .envs.base import package_versions
 from .episodes import LOG, SCHEMA, new_eval_run_id, write_episodes, write_manifest
@@ -138,8 +139,7 @@ def run_evaluation(spec: dict, config: dict, policy_id: str, run: int, evidence_
     run_id = new_eval_run_id(spec["eval_suite"], policy_id, run)
     directory = Path(evidence_root) / run_id
     directory.mkdir(parents=True, exist_ok=False)
-    handler = logging.FileHandler(directory / LOG, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler = private_log_handler(directory / LOG, "%(asctime)s %(levelname)s %(message)s")  # owner-only, scrubbed
     pkg_log = logging.getLogger("rl_pipeline_bench")
     pkg_log.addHandler(handler)
     previous_level = pkg_log.level

@@ -228,7 +228,7 @@ def test_plan_identical_whoever_asks(tmp_path, config):
     sm_out, sm_log = tmp_path / "sm.parquet", tmp_path / "logs" / "sm.log"
     fake = SimpleNamespace(
         config=config, wildcards=SimpleNamespace(workload="multi_turn_salted"),
-        output=[str(sm_out)], log=[str(sm_log)], params=SimpleNamespace(suite="smoke", scale=0.02, n_updates=20),
+        output=SimpleNamespace(plan=str(sm_out)), log=[str(sm_log)], params=SimpleNamespace(suite="smoke", scale=0.02, n_updates=20),
     )
     runpy.run_path(str(SCRIPT), init_globals={"snakemake": fake})
     pd.testing.assert_frame_equal(read_plan(sm_out), here)

@@ -13,6 +13,7 @@ configfile: "config.yaml"
 
 
 include: "rules/common.smk"
+include: "rules/specs.smk"
 include: "rules/provenance.smk"
 include: "rules/containers.smk"
 include: "rules/model.smk"
@@ -31,6 +32,7 @@ localrules:
     model_identity,
     recipe_hash,
     source_hash,
+    run_spec,
     workload_plan,
     summarize_run,
     render_report,

@@ -59,12 +59,12 @@ def main() -> int:
     print(f"  of which: snakemake start-up + DAG with nothing to do: {noop_s:.1f} s")
     env = dict(os.environ, RL_BENCH_ROOT=str(workdir))
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "report", "--suite", "smoke",
-                    "--summaries", *map(str, sorted(workdir.glob("results/runs/smoke/*/*/trial*/summary.json"))),
-                    "--plans", *map(str, sorted(workdir.glob("results/workloads/smoke/*.parquet"))),
+    (spec,) = sorted(workdir.glob("results/specs/smoke-*.json"))
+    subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "report", "--spec", str(spec),
+                    "--summaries", *map(str, sorted(workdir.glob(f"results/runs/{spec.stem}/*/*/trial*/summary.json"))),
+                    "--plans", *map(str, sorted(workdir.glob(f"results/workloads/{spec.stem}/*.parquet"))),
                     "--evidence-root", str(workdir / "results/evidence"), "--html", str(base / "direct/comparison.html"),
-                    "--tables", str(base / "direct/tables"), "--figures", str(base / "direct/figures"),
-                    "--config", str(workdir / "config.yaml")],
+                    "--tables", str(base / "direct/tables"), "--figures", str(base / "direct/figures")],
                    cwd=workdir, env=env, check=True, capture_output=True)
     print(f"  of which: `bench report` alone (same inputs, fresh interpreter): {time.perf_counter() - start:.1f} s")
 

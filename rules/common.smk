@@ -1,11 +1,18 @@
-# Helpers shared by the rules: the selected suite and the file names it expands to.
+# Helpers shared by the rules: the resolved run specs and the file names they expand to.
+#
+# Every suite of the (already merged: config.yaml + --configfile + --config) config is
+# resolved into a run spec keyed by a hash of its settings (rl_pipeline_bench.spec,
+# docs/run-spec.md). Plans and runs live under results/{workloads,runs}/{suite}-{hash}/,
+# so an edited setting makes new targets and identical settings find finished ones.
 
 import shlex
 
 from rl_pipeline_bench.config import ConfigError, get_suite, safe_name_regex, validate_config
+from rl_pipeline_bench.spec import SPEC_ID_PATTERN, SpecError, build_spec, load_spec
 
 try:
     validate_config(config)
+    SPECS = {doc["id"]: doc for doc in (build_spec(config, name) for name in config["suites"])}
 except ConfigError as exc:
     raise WorkflowError(str(exc))
 
@@ -19,6 +26,22 @@ wildcard_constraints:
     model=safe_name_regex(),
 
 SUITE = get_suite(config)
+SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUITE.name)
+#: Every attempt's events (rl_pipeline_bench.attempts), appended to by runs and summaries.
+#: No job outputs it (Snakemake would delete it before re-running that job).
+ATTEMPTS_INDEX = "results/attempts.jsonl"
+
+
+wildcard_constraints:
+    spec=SPEC_ID_PATTERN,
+    trial=r"\d+",
+
+
+def attempts_index_input(wildcards):
+    """The index as a report input once it exists: a new attempt then makes the report out of date."""
+    import os
+
+    return [ATTEMPTS_INDEX] if os.path.exists(ATTEMPTS_INDEX) else []
 
 
 def _check_topology(suite):
@@ -35,51 +58,77 @@ def _check_topology(suite):
 _check_topology(SUITE)
 
 
-def suite_settings(name):
+def spec_file(spec_id):
+    return f"results/specs/{spec_id}.json"
+
+
+def spec_doc(spec_id):
+    """A spec of this config, or an older spec's file that is still on disk (its runs stay usable)."""
+    if spec_id in SPECS:
+        return SPECS[spec_id]
     try:
-        return get_suite(config, name)
-    except ConfigError as exc:
-        raise WorkflowError(str(exc))
+        return load_spec(spec_file(spec_id)).doc
+    except SpecError as exc:
+        known = ", ".join(sorted(SPECS))
+        raise WorkflowError(f"spec {spec_id} is not the spec of any suite of this config (known: {known}) "
+                            f"and its file cannot be used: {exc}")
+
+
+def spec_settings(wildcards):
+    return spec_doc(wildcards.spec)["settings"]
 
 
 def model_record(wildcards):
-    return f"results/models/{suite_settings(wildcards.suite)['model']}.json"
+    return f"results/models/{spec_settings(wildcards)['model']['name']}.json"
 
 
-def suite_runs(suite):
-    """Every (backend, workload, trial) of a suite, as run directories."""
+def spec_runs(spec_id):
+    """Every (backend, workload, trial) of a spec, as run directories."""
+    s = SPECS[spec_id]["settings"]
     return [
-        f"results/runs/{suite.name}/{b}/{w}/trial{t}"
-        for b in suite["backends"]
-        for w in suite["workloads"]
-        for t in range(1, suite["trials"] + 1)
+        f"results/runs/{spec_id}/{b}/{w}/trial{t}"
+        for b in s["backends"]
+        for w in s["workloads"]
+        for t in range(1, s["trials"] + 1)
     ]
 
 
-def suite_summaries(suite):
-    return [f"{d}/summary.json" for d in suite_runs(suite)]
+def spec_summaries(spec_id):
+    return [f"{d}/summary.json" for d in spec_runs(spec_id)]
 
 
-def suite_plans(suite):
-    return [f"results/workloads/{suite.name}/{w}.parquet" for w in suite["workloads"]]
+def spec_plans(spec_id):
+    return [f"results/workloads/{spec_id}/{w}.parquet" for w in SPECS[spec_id]["settings"]["workloads"]]
 
 
-def suite_offered_figures(suite):
-    """The plans' offered-length figures, in the order of suite_plans."""
-    return [f"results/workloads/{suite.name}/{w}.offered.png" for w in suite["workloads"]]
+def spec_offered_figures(spec_id):
+    """The plans' offered-length figures, in the order of spec_plans."""
+    return [f"results/workloads/{spec_id}/{w}.offered.png" for w in SPECS[spec_id]["settings"]["workloads"]]
 
 
 def run_inputs(wildcards):
-    suite = suite_settings(wildcards.suite)
+    # ancient(): a run is never re-executed because an input was rewritten; only a
+    # missing run.json (or a new spec hash, which is a new path) makes a run.
     inputs = {
+        "spec": ancient(spec_file(wildcards.spec)),
         "model": ancient(model_record(wildcards)),
-        "plan": ancient(f"results/workloads/{suite.name}/{wildcards.workload}.parquet"),
+        "plan": ancient(f"results/workloads/{wildcards.spec}/{wildcards.workload}.parquet"),
         "recipe": ancient(f"results/provenance/recipes/{wildcards.backend}.json"),
         "source": ancient("results/provenance/source.json"),
     }
-    if suite["runtime"] == "container":
+    if spec_settings(wildcards)["runtime"] == "container":
         inputs["image"] = ancient(f"results/images/{wildcards.backend}.json")
     return inputs
+
+
+def report_provenance_inputs(wildcards):
+    """Every provenance record the selected spec's runs read: source, recipes, model, images."""
+    s = SPECS[SPEC_ID]["settings"]
+    files = ["results/provenance/source.json", f"results/models/{s['model']['name']}.json"]
+    files += [f"results/provenance/recipes/{b}.json" for b in s["backends"]]
+    if s["runtime"] == "container":
+        files += [f"results/images/{b}.json" for b in s["backends"]]
+    return files
 
 
 def image_args(wildcards, input):
@@ -88,13 +137,16 @@ def image_args(wildcards, input):
 
 def lease_prefix(wildcards):
     """`bench lease run ... --` for GPU suites; nothing for CPU suites."""
-    suite = suite_settings(wildcards.suite)
-    if suite["gpus"] == 0:
+    doc = spec_doc(wildcards.spec)
+    gpus = doc["settings"]["gpus"]
+    if gpus == 0:
         return ""
     from rl_pipeline_bench.leases import lease_command
 
-    run_id = f"{suite.name}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
-    return shlex.join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], run_id)) + " "
+    run_id = f"{wildcards.spec}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
+    threshold = (config.get("lease") or {}).get("memory_threshold_mib")
+    return shlex.join(lease_command(doc["about"].get("gpu_sets") or [], gpus, run_id,
+                                    memory_threshold_mib=threshold)) + " "
 
 
 # -- evaluation (rules/eval.smk): targets come from rl_pipeline_bench.eval.targets ------

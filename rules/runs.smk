@@ -2,46 +2,51 @@
 # evidence directory the run created under results/evidence/ (outside declared
 # outputs, so Snakemake never deletes it, also when the run fails).
 #
-# Runs are never re-executed implicitly: inputs are ancient(), run.json is
-# protected(), and the default profile sets rerun-triggers to mtime. To re-run a
-# benchmark on purpose, delete its run.json (README: "Re-running a benchmark").
+# Runs live under results/runs/{suite}-{hash}/ (the run spec's id): edited settings
+# give a new hash and new runs, and the old runs stay. Runs are never re-executed
+# implicitly: inputs are ancient(), run.json is protected(), and the default profile
+# sets rerun-triggers to mtime. To re-run a benchmark on purpose, delete its run.json
+# (README: "Re-running a benchmark"). Every command reads the spec file. Runs and
+# summaries append their events to the attempts index (results/attempts.jsonl), which
+# is no job's output: Snakemake never deletes it, and the report depends on it.
 
 
 rule run_benchmark:
     input:
         unpack(run_inputs),
     output:
-        protected("results/runs/{suite}/{backend}/{workload}/trial{trial}/run.json"),
+        protected("results/runs/{spec}/{backend}/{workload}/trial{trial}/run.json"),
     log:
-        "logs/runs/{suite}/{backend}/{workload}/trial{trial}.log",
-    wildcard_constraints:
-        trial=r"\d+",
+        "logs/runs/{spec}/{backend}/{workload}/trial{trial}.log",
     resources:
-        gpu=lambda wc: suite_settings(wc.suite)["gpus"],
+        gpu=lambda wc: spec_settings(wc)["gpus"],
         bench_slot=1,
     params:
         lease=lease_prefix,
-        runtime=lambda wc: suite_settings(wc.suite)["runtime"],
         image=image_args,
+        attempts=ATTEMPTS_INDEX,
     shell:
         # Preflight (recipe/source/image/model identity) runs before any GPU lease.
-        "bench preflight --suite {wildcards.suite} --backend {wildcards.backend} --runtime {params.runtime}"
+        "bench preflight --spec {input.spec:q} --backend {wildcards.backend}"
         " --model-record {input.model} > {log} 2>&1 && "
-        "{params.lease}bench run --suite {wildcards.suite} --backend {wildcards.backend}"
+        "{params.lease}bench run --spec {input.spec:q} --backend {wildcards.backend}"
         " --workload {wildcards.workload} --trial {wildcards.trial}"
         " --model-record {input.model} --plan {input.plan}"
         " --recipe-record {input.recipe} --source-record {input.source}"
-        " --evidence-root results/evidence {params.image} --run-json {output} >> {log} 2>&1"
+        " --evidence-root results/evidence --attempts-index {params.attempts:q} {params.image}"
+        " --run-json {output} >> {log} 2>&1"
 
 
 rule summarize_run:
     input:
         run=rules.run_benchmark.output[0],
+        spec=ancient(rules.run_spec.output[0]),
     output:
-        "results/runs/{suite}/{backend}/{workload}/trial{trial}/summary.json",
+        "results/runs/{spec}/{backend}/{workload}/trial{trial}/summary.json",
     log:
-        "logs/summaries/{suite}/{backend}/{workload}/trial{trial}.log",
-    wildcard_constraints:
-        trial=r"\d+",
+        "logs/summaries/{spec}/{backend}/{workload}/trial{trial}.log",
+    params:
+        attempts=ATTEMPTS_INDEX,
     shell:
-        "bench summarize-run {input.run:q} --output {output:q} > {log:q} 2>&1"
+        "bench summarize-run {input.run:q} --spec {input.spec:q} --attempts-index {params.attempts:q}"
+        " --output {output:q} > {log:q} 2>&1"

@@ -1,19 +1,17 @@
-# Offered work plans: one parquet per (suite, workload), identical for every backend,
+# Offered work plans: one parquet per (spec, workload), identical for every backend,
 # with the figure of its offered length distributions (it depends on the plan alone,
-# so the report embeds it instead of redrawing it on every rebuild).
+# so the report embeds it instead of redrawing it on every rebuild). The spec fixes the
+# distributions, scale, seed and the updates offered (trained + extra).
 
 
 rule workload_plan:
+    input:
+        spec=ancient(rules.run_spec.output[0]),
     output:
-        plan="results/workloads/{suite}/{workload}.parquet",
-        offered_figure="results/workloads/{suite}/{workload}.offered.png",
+        plan="results/workloads/{spec}/{workload}.parquet",
+        offered_figure="results/workloads/{spec}/{workload}.offered.png",
     log:
-        "logs/workloads/{suite}/{workload}.log",
-    params:
-        suite=lambda wc: suite_settings(wc.suite).name,
-        scale=lambda wc: suite_settings(wc.suite)["scale"],
-        n_updates=lambda wc: sum(
-            suite_settings(wc.suite).contract[k] for k in ("warmup_updates", "measured_updates")
-        ),
-    script:
-        "../workflow_scripts/write_workload_plan.py"
+        "logs/workloads/{spec}/{workload}.log",
+    shell:
+        "bench write-plan --spec {input.spec:q} --workload {wildcards.workload} --output {output.plan:q}"
+        " --offered-figure {output.offered_figure:q} > {log:q} 2>&1"

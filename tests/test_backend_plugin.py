@@ -62,6 +62,13 @@ def toy_repo(tmp_path_factory) -> Path:
     return workdir
 
 
+def _spec_id(repo: Path) -> str:
+    """The toy suite's run spec id, resolved by the copy's own package (where the toy backend is registered)."""
+    plan = _bench(repo, "plan", "--suite", "toy", "--json")
+    assert plan.returncode == 0, plan.stderr
+    return json.loads(plan.stdout)["spec"]["id"]
+
+
 def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
     assert provenance.recipe_manifest(toy_repo).keys() == {"art", "reference", "skyrl", "toy"}
     # Adding a backend changes no other backend's recipe.
@@ -83,7 +90,7 @@ def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
 
     plan = _bench(toy_repo, "plan", "--suite", "toy")
     assert plan.returncode == 0, plan.stderr
-    assert "results/runs/toy/toy/tool_history/trial1/run.json" in plan.stdout
+    assert f"results/runs/{_spec_id(toy_repo)}/toy/tool_history/trial1/run.json" in plan.stdout
 
     # The toy descriptor's own suite check refuses at DAG time, naming the key.
     bad = snakemake(toy_repo, "-n", "--configfile", str(_config_file(tmp_path / "bad.yaml", scale=0.5)),
@@ -104,7 +111,7 @@ def test_pipeline_plans_and_runs_the_added_backend(toy_repo):
     assert "run_benchmark" in scheduled_jobs(dry) and "recipe_hash" in scheduled_jobs(dry)
     proc = snakemake(toy_repo, "reports/comparison.html", own_source=True)
     assert proc.returncode == 0
-    run_dir = toy_repo / "results/runs/toy/toy/tool_history/trial1"
+    run_dir = toy_repo / f"results/runs/{_spec_id(toy_repo)}/toy/tool_history/trial1"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["valid"], summary["reasons"]
     assert summary["backend"] == "toy" and summary["counts"]["updates"] == 5

@@ -17,6 +17,8 @@ from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench import cli
 from rl_pipeline_bench.contract import (
+    CONTRACT_RULES,
+    WARNING_CODES,
     ContractSettings,
     interval_union_length,
     summarize,
@@ -278,6 +280,26 @@ def _case_accepted_above_offered(tmp):
     return build_evidence(tmp, accepted=acc)
 
 
+def _case_accepted_beyond_trained(tmp):
+    from evidence_fixtures import default_calls
+
+    completed = [3.0 * u for u in range(1, 21)]
+    calls = default_calls(range(1, 21), completed, [u % 4 + 1 for u in range(1, 21)], 4)
+    calls += default_calls([21], [63.0], [1], 4)  # extra offered update 21: one call wrongly accepted
+    return build_evidence(tmp, calls=calls)
+
+
+def test_calls_of_extra_offered_updates_not_accepted_are_fine(tmp_path):
+    from evidence_fixtures import default_calls
+
+    completed = [3.0 * u for u in range(1, 21)]
+    calls = default_calls(range(1, 21), completed, [u % 4 + 1 for u in range(1, 21)], 4)
+    calls += default_calls([21, 22], [63.0, 66.0], [0, 0], 4)
+    s = summarize(build_evidence(tmp_path, calls=calls))
+    assert s["valid"], s["reasons"]
+    assert s["counts"]["accepted_trajectories"] == sum(u % 4 + 1 for u in range(1, 21))
+
+
 def _case_interval_invalid(tmp):
     from evidence_fixtures import default_intervals
 
@@ -438,3 +460,52 @@ def test_workflow_script_writes_summary(tmp_path):
     jobs.summarize_run(run_json, out, log)
     assert json.loads(out.read_text()) == summarize(d)
     assert "valid=True" in log.read_text()
+
+
+def test_rollout_activity_in_the_headline_window(tmp_path):
+    # Default fixture: per update u one 0.2 s call per trajectory, [3u-3, 3u-2.8]; headline 45 -> 60 s.
+    s = summarize(build_evidence(tmp_path / "steady"))
+    act = s["rollout"]["headline"]
+    assert act["calls_finished"] == 20 and act["calls_started"] == 20  # updates 16-20, 4 calls each
+    assert act["busy_share"] == pytest.approx(5 * 0.2 / 15)
+    assert act["last_call_finished_s"] == pytest.approx(57.2) and act["in_flight_at_end"] is False
+    assert act["idle_tail_s"] == pytest.approx(2.8)
+    # it paused just as long every update before the window (waiting on the trainer): steady, no warning
+    assert act["steady_longest_pause_s"] == pytest.approx(2.8) and act["steady_busy_share"] == pytest.approx(0.2 / 3)
+    assert s["warnings"] == [] and s["contract_rules"] == CONTRACT_RULES
+
+
+def test_drained_headline_window_is_warned(tmp_path):
+    from evidence_fixtures import default_calls
+
+    completed = [3.0 * u for u in range(1, 21)]
+    calls = default_calls(range(1, 21), completed, [u % 4 + 1 for u in range(1, 21)], 4)
+    for c in calls:  # the work of updates 16-20 was all generated before the headline window opened
+        if c["update"] >= 16:
+            c["started_at"], c["finished_at"] = 44.0, 44.9
+    s = summarize(build_evidence(tmp_path, calls=calls))
+    act = s["rollout"]["headline"]
+    assert act["calls_finished"] == 0 and act["busy_share"] == 0.0 and act["idle_tail_s"] == pytest.approx(15.1)
+    (w,) = s["warnings"]
+    assert w.startswith("generation_stopped_early:") and "15.1 s" in w and "0 call(s) finished" in w
+    assert s["valid"], s["reasons"]  # a warning does not invalidate the run
+
+
+def test_generation_through_the_window_end_gives_no_warning(tmp_path):
+    from evidence_fixtures import default_calls
+
+    completed = [3.0 * u for u in range(1, 21)]
+    calls = default_calls(range(1, 21), completed, [u % 4 + 1 for u in range(1, 21)], 4)
+    # work of extra offered update 21 in flight when update 20 completes at 60 s (never accepted)
+    calls += [dict(c, started_at=57.5, finished_at=61.0) for c in default_calls([21], [60.0], [0], 4)]
+    s = summarize(build_evidence(tmp_path, calls=calls))
+    act = s["rollout"]["headline"]
+    assert act["in_flight_at_end"] is True and act["idle_tail_s"] == 0.0
+    assert act["busy_share"] == pytest.approx((5 * 0.2 + 2.5) / 15)
+    assert s["warnings"] == [] and s["valid"]
+
+
+def test_every_warning_code_is_documented():
+    doc = (ROOT / "docs" / "validation.md").read_text()
+    for code in [*REASON_CODES, *WARNING_CODES]:
+        assert f"`{code}`" in doc, code

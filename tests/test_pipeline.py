@@ -19,6 +19,7 @@ import pandas as pd
 from planted_secrets import MARK, PLANTED_SECRETS
 from workflow_copy import scheduled_jobs as _jobs
 from workflow_copy import snakemake
+from workflow_copy import spec_id as smoke_spec
 
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
 
@@ -27,7 +28,7 @@ WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted
 # it runs with a broad set of planted secrets, and so does every pipeline call here.
 
 
-def _snakemake(workdir: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, **kw) -> subprocess.CompletedProcess:
     return snakemake(workdir, *args, extra_env=PLANTED_SECRETS, **kw)
 
 
@@ -36,13 +37,16 @@ def _run_dirs(workdir: Path) -> list[Path]:
 
 
 def test_smoke_pipeline_produces_valid_runs_and_report(smoke_workdir):
+    spec = smoke_spec(smoke_workdir)
+    assert (smoke_workdir / f"results/specs/{spec}.json").is_file()
     for w in WORKLOADS:
-        summary = json.loads((smoke_workdir / f"results/runs/smoke/reference/{w}/trial1/summary.json").read_text())
+        summary = json.loads((smoke_workdir / f"results/runs/{spec}/reference/{w}/trial1/summary.json").read_text())
         assert summary["valid"], (w, summary["reasons"])
         assert summary["e2e"]["headline"]["trajectories_per_s"] > 0
         assert summary["e2e"]["headline"]["first_update"] == 16 and summary["e2e"]["headline"]["last_update"] == 20
         assert summary["trainer"]["headline"]["assistant_tokens_per_s"] > 0
-        run = json.loads((smoke_workdir / f"results/runs/smoke/reference/{w}/trial1/run.json").read_text())
+        assert summary["spec"]["id"] == spec
+        run = json.loads((smoke_workdir / f"results/runs/{spec}/reference/{w}/trial1/run.json").read_text())
         evidence = smoke_workdir / run["evidence_dir"]
         manifest = json.loads((evidence / "manifest.json").read_text())
         assert manifest["status"] == "completed" and manifest["workload"] == w
@@ -61,9 +65,10 @@ def test_plans_are_the_offered_work_for_every_backend(smoke_workdir):
     from rl_pipeline_bench.config import load_config
 
     config = load_config(smoke_workdir / "config.yaml")
+    spec = smoke_spec(smoke_workdir)
     for w in WORKLOADS:
-        stored = wl.read_plan(smoke_workdir / f"results/workloads/smoke/{w}.parquet")
-        spec, fresh, _ = wl.suite_plan(config, w, suite="smoke")
+        stored = wl.read_plan(smoke_workdir / f"results/workloads/{spec}/{w}.parquet")
+        _ws, fresh, _ = wl.suite_plan(config, w, suite="smoke")
         pd.testing.assert_frame_equal(stored, fresh)
 
 
@@ -71,7 +76,7 @@ def test_report_rebuilds_from_evidence_without_rerunning(smoke_workdir):
     before = _run_dirs(smoke_workdir)
     tables = {p.name: p.read_bytes() for p in (smoke_workdir / "reports/tables").glob("*.csv")}
     shutil.rmtree(smoke_workdir / "reports")
-    proc = _snakemake(smoke_workdir, "reports/comparison.html")
+    proc = snakemake(smoke_workdir, "reports/comparison.html")
     assert proc.returncode == 0
     assert "render_report" in _jobs(proc) and "run_benchmark" not in _jobs(proc)
     assert _run_dirs(smoke_workdir) == before, "a report target must never re-run a benchmark"
@@ -81,10 +86,11 @@ def test_report_rebuilds_from_evidence_without_rerunning(smoke_workdir):
 
 def test_touching_inputs_does_not_rerun_benchmarks(smoke_workdir):
     before = _run_dirs(smoke_workdir)
-    for plan in (smoke_workdir / "results/workloads/smoke").glob("*.parquet"):
+    for plan in (smoke_workdir / f"results/workloads/{smoke_spec(smoke_workdir)}").glob("*.parquet"):
         plan.touch()
+    (smoke_workdir / f"results/specs/{smoke_spec(smoke_workdir)}.json").touch()
     (smoke_workdir / "src/rl_pipeline_bench/config.py").touch()  # source.json is remade; runs are not
-    proc = _snakemake(smoke_workdir, "-n", "reports/comparison.html")
+    proc = snakemake(smoke_workdir, "-n", "reports/comparison.html")
     assert proc.returncode == 0
     assert "run_benchmark" not in _jobs(proc)
     assert _run_dirs(smoke_workdir) == before
@@ -92,11 +98,11 @@ def test_touching_inputs_does_not_rerun_benchmarks(smoke_workdir):
 
 def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
     before = _run_dirs(smoke_workdir)
-    run_json = smoke_workdir / "results/runs/smoke/reference/multi_turn/trial1/run.json"
+    run_json = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/multi_turn/trial1/run.json"
     old = json.loads(run_json.read_text())
     run_json.unlink()
     # README, "Re-running a benchmark": ask for the run.json together with the report.
-    proc = _snakemake(smoke_workdir, str(run_json.relative_to(smoke_workdir)), "reports/comparison.html")
+    proc = snakemake(smoke_workdir, str(run_json.relative_to(smoke_workdir)), "reports/comparison.html")
     assert proc.returncode == 0
     assert "run_benchmark" in _jobs(proc) and "summarize_run" in _jobs(proc) and "render_report" in _jobs(proc)
     after = _run_dirs(smoke_workdir)
@@ -126,10 +132,18 @@ def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
               if json.loads((d / "manifest.json").read_text())["status"] == "failed"]
     assert len(failed) == 1
     assert json.loads((failed[0] / "manifest.json").read_text())["error"]
-    proc = _snakemake(smoke_workdir, "--forcerun", "render_report", "reports/comparison.html")
+    # The attempts index got the failure, so the report is out of date by itself (no --forcerun),
+    # and rendering it re-runs nothing.
+    index = [json.loads(line) for line in (smoke_workdir / "results/attempts.jsonl").read_text().splitlines()]
+    assert {"started", "finished"} <= {e["event"] for e in index if e["run_id"] == failed[0].name}
+    before = _run_dirs(smoke_workdir)
+    proc = snakemake(smoke_workdir, "reports/comparison.html")
     assert proc.returncode == 0
+    assert "render_report" in _jobs(proc) and "run_benchmark" not in _jobs(proc)
+    assert _run_dirs(smoke_workdir) == before
     attempts = pd.read_csv(smoke_workdir / "reports/tables/attempts.csv")
-    assert failed[0].name in set(attempts.astype(str).stack())
+    row = attempts[attempts.run_id == failed[0].name].iloc[0]
+    assert row.status == "failed" and bool(row.failed_or_invalid)
 
 
 def test_planted_secrets_are_written_nowhere(smoke_workdir):

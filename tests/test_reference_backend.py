@@ -37,11 +37,12 @@ def tokenizer(model_record):
     return policy.load_tokenizer(model_record["snapshot_path"])
 
 
-def make_ctx(tmp_path, record, workload="multi_turn", n_updates=3, config=None):
+def make_ctx(tmp_path, record, workload="multi_turn", n_updates=3, config=None, extra=0):
+    """A RunContext training n_updates; the plan offers `extra` more updates after them."""
     config = config or load_config()
     suite = get_suite(config, "smoke")
     spec = wl.load_workload(config, workload, suite["scale"])
-    plan = wl.offered_plan(spec, config["seed"], n_updates)
+    plan = wl.offered_plan(spec, config["seed"], n_updates + extra)
     contract = {"warmup_updates": 1, "measured_updates": n_updates - 1, "headline_updates": 1,
                 "trainer_ranks": reference.trainer_ranks(suite),
                 "offered_trajectories_per_update": spec.trajectories_per_update}
@@ -163,6 +164,21 @@ def test_short_run_writes_evidence_v1(model_record, tmp_path):
     summary = summarize(ctx.writer.path)
     assert summary["valid"], summary["reasons"]
     assert summary["e2e"]["headline"]["trajectories_per_s"] > 0
+
+
+def test_extra_offered_work_keeps_generation_going_and_is_never_accepted(model_record, tmp_path):
+    ctx = make_ctx(tmp_path, model_record, "tool_history", 3, extra=2)
+    reference.run(ctx)
+    ctx.writer.finish("completed")
+    ev = read_evidence(ctx.writer.path)
+    assert ev.updates["update"].tolist() == [1, 2, 3]  # only the trained updates are updates
+    beyond = ev.calls[ev.calls["update"] > 3]
+    assert len(beyond) > 0 and not beyond["accepted"].any()
+    assert (beyond["completion_tokens"] == beyond["forced_completion_tokens"]).all()
+    assert ev.calls[ev.calls["update"] <= 3]["accepted"].all()
+    summary = summarize(ctx.writer.path)
+    assert summary["valid"], summary["reasons"]
+    assert summary["counts"]["accepted_trajectories"] == 3 * ctx.spec.trajectories_per_update
 
 
 def test_zero_policy_age_limit_makes_rollout_wait(model_record, tmp_path):

@@ -22,52 +22,59 @@ sys.path.insert(0, str(Path(__file__).parent))
 from evidence_fixtures import build_evidence, default_calls  # noqa: E402
 
 from rl_pipeline_bench import jobs  # noqa: E402
+from rl_pipeline_bench.attempts import seed_index  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.figures import write_offered_figure  # noqa: E402
-from rl_pipeline_bench.workloads import read_plan, suite_plan, write_plan  # noqa: E402
+from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
+from rl_pipeline_bench.workloads import read_plan, spec_plan, write_plan  # noqa: E402
 
 WORKLOADS = ["multi_turn", "long_generation"]
 BACKENDS = ["art", "skyrl"]
 UPDATES = list(range(1, 21))
 
 
-def _config(suite: str, backends: list[str], contract: dict | None = None) -> dict:
+def _spec(suite: str, backends: list[str], contract: dict | None = None):
+    """The run spec of a fixture suite (built from config.yaml plus that suite)."""
     cfg = copy.deepcopy(load_config())
     cfg["suites"][suite] = {
         **cfg["suites"]["smoke"], "description": f"Fixture suite {suite} for the report tests.",
         "backends": backends, "workloads": WORKLOADS, "scale": 0.02,
         "contract": contract or {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5},
     }
-    return cfg
+    return check_spec(build_spec(cfg, suite))
 
 
-def _manifest(suite, backend, workload):
-    m = {"backend": backend, "workload": workload, "suite": suite, "trial": 1}
+def _manifest(spec, backend, workload):
+    m = {"backend": backend, "workload": workload, "suite": spec.suite_name, "trial": 1,
+         "spec": {"id": spec.id, "hash": spec.hash}}
     if backend == "art":  # the contract requires a healthy ART autotuner (fixture values)
         m["art_autotuner"] = {"healthy": True, "problems": []}
     return m
 
 
-def _summarize(ws: Path, suite: str, backend: str, workload: str, evidence: Path) -> Path:
-    out = ws / "results" / "runs" / suite / backend / workload / "trial1" / "summary.json"
+def _summarize(ws: Path, spec, backend: str, workload: str, evidence: Path) -> Path:
+    out = ws / "results" / "runs" / spec.id / backend / workload / "trial1" / "summary.json"
     summarize_to_file(evidence, out)
     return out
 
 
-def _plans(ws: Path, cfg: dict, suite: str) -> list[Path]:
+def _plans(ws: Path, spec) -> list[Path]:
     paths = []
     for w in WORKLOADS:
-        _spec, plan, meta = suite_plan(cfg, w, suite)
-        paths.append(write_plan(plan, ws / "results" / "workloads" / suite / f"{w}.parquet", meta))
+        _ws, plan, meta = spec_plan(spec, w)
+        paths.append(write_plan(plan, ws / "results" / "workloads" / spec.id / f"{w}.parquet", meta))
     return paths
 
 
 def _render(ws: Path, inputs: dict, out: str) -> Path:
+    """Render like the workflow does; the fixture evidence is indexed as `bench attempts seed` would."""
     reports = ws / out
+    index = ws / "results" / "attempts.jsonl"
+    seed_index(ws / "results" / "evidence", index)
     render_report(inputs["summaries"], inputs["plans"], ws / "results" / "evidence", reports / "comparison.html",
-                  reports / "tables", reports / "figures", inputs["suite"], inputs["config"])
+                  reports / "tables", reports / "figures", inputs["suite"], inputs["spec"], attempts_index=index)
     return reports
 
 
@@ -77,7 +84,7 @@ def two_backends(tmp_path_factory):
     has an earlier failed attempt; plus a corrupt and an empty evidence directory."""
     ws = tmp_path_factory.mktemp("report2")
     suite = "fixture2"
-    cfg = _config(suite, BACKENDS)
+    spec = _spec(suite, BACKENDS)
     ev = ws / "results" / "evidence"
     summaries = []
     n = 0
@@ -88,20 +95,20 @@ def two_backends(tmp_path_factory):
             if (b, w) == ("skyrl", "long_generation"):
                 n += 1
                 build_evidence(ev, completed_at=completed, status="failed", error="RuntimeError: boom-xyz",
-                               manifest=_manifest(suite, b, w), run_id=f"20260101T00000{n}Z-{suite}-{b}-{w}-failed")
+                               manifest=_manifest(spec, b, w), run_id=f"20260101T00000{n}Z-{suite}-{b}-{w}-failed")
                 calls = default_calls(UPDATES, completed, [u % 4 + 1 for u in UPDATES], 4)
                 calls[5]["completion_tokens"] += 3
                 kw["calls"] = calls
             n += 1
-            path = build_evidence(ev, completed_at=completed, manifest=_manifest(suite, b, w),
+            path = build_evidence(ev, completed_at=completed, manifest=_manifest(spec, b, w),
                                   run_id=f"20260101T00000{n}Z-{suite}-{b}-{w}-trial1", **kw)
-            summaries.append(_summarize(ws, suite, b, w, path))
+            summaries.append(_summarize(ws, spec, b, w, path))
     corrupt = ev / "zz-corrupt"
     corrupt.mkdir()
     (corrupt / "manifest.json").write_text("{not json")
     (corrupt / "updates.parquet").write_bytes(b"garbage")
     (ev / "zz-empty").mkdir()
-    inputs = {"summaries": summaries, "plans": _plans(ws, cfg, suite), "suite": suite, "config": cfg}
+    inputs = {"summaries": summaries, "plans": _plans(ws, spec), "suite": suite, "spec": spec}
     reports = _render(ws, inputs, "reports")
     return SimpleNamespace(ws=ws, inputs=inputs, reports=reports,
                            html=(reports / "comparison.html").read_text(encoding="utf-8"))
@@ -190,15 +197,15 @@ def test_same_evidence_gives_identical_outputs(two_backends):
 def test_single_backend_non_default_contract(tmp_path):
     suite = "fixture1"
     contract = {"warmup_updates": 2, "measured_updates": 3, "headline_updates": 2}
-    cfg = _config(suite, ["reference"], contract)
+    spec = _spec(suite, ["reference"], contract)
     ev = tmp_path / "results" / "evidence"
     summaries = []
     for i, w in enumerate(WORKLOADS):
-        path = build_evidence(ev, contract=contract, manifest=_manifest(suite, "reference", w),
+        path = build_evidence(ev, contract=contract, manifest=_manifest(spec, "reference", w),
                               run_id=f"2026010{i}T000000Z-{suite}-reference-{w}-trial1")
-        summaries.append(_summarize(tmp_path, suite, "reference", w, path))
+        summaries.append(_summarize(tmp_path, spec, "reference", w, path))
     shutil.rmtree(path)  # the report must still render when a run's evidence has gone
-    inputs = {"summaries": summaries, "plans": _plans(tmp_path, cfg, suite), "suite": suite, "config": cfg}
+    inputs = {"summaries": summaries, "plans": _plans(tmp_path, spec), "suite": suite, "spec": spec}
     reports = _render(tmp_path, inputs, "reports")
     html = (reports / "comparison.html").read_text(encoding="utf-8")
     assert "did NOT use the default contract" in _section(html, "contract")
@@ -206,7 +213,8 @@ def test_single_backend_non_default_contract(tmp_path):
     assert "Only one backend (reference)" in _section(html, "ratios")
     assert "no timeline" in _section(html, "validation")
     assert pd.read_csv(reports / "tables" / "ratios.csv").empty
-    assert (reports / "tables" / "attempts.csv").read_text().count("\n") == 2  # header + the remaining dir
+    # header + both reported runs: the attempt whose evidence went is still known from its summary
+    assert (reports / "tables" / "attempts.csv").read_text().count("\n") == 3
 
 
 def test_bad_summary_names_the_file(tmp_path):
@@ -224,34 +232,34 @@ def test_workflow_job_entry_point(two_backends, tmp_path):
         params=SimpleNamespace(evidence_root=str(two_backends.ws / "results" / "evidence"), suite=i["suite"]),
         output=SimpleNamespace(html=str(out / "comparison.html"), tables=str(out / "tables"),
                                figures=str(out / "figures")),
-        log=[str(tmp_path / "report.log")], config=i["config"])
+        log=[str(tmp_path / "report.log")])
     # The plan rule draws each offered-length figure once; the report embeds those files as they are.
     drawn = []
     for plan in i["plans"]:
         drawn.append(tmp_path / "plans" / f"{Path(plan).stem}.offered.png")
         write_offered_figure(read_plan(plan), Path(plan).stem, drawn[-1])
     jobs.render_report(smk.input.summaries, smk.input.plans, smk.params.evidence_root, smk.output.html,
-                       smk.output.tables, smk.output.figures, smk.params.suite, smk.config, log_path=smk.log[0],
-                       offered_figures=drawn)
+                       smk.output.tables, smk.output.figures, smk.params.suite, i["spec"], log_path=smk.log[0],
+                       attempts_index=two_backends.ws / "results" / "attempts.jsonl", offered_figures=drawn)
     assert (out / "comparison.html").read_bytes() == (two_backends.reports / "comparison.html").read_bytes()
     assert "rendered" in (tmp_path / "report.log").read_text()
     for plan, png in zip(i["plans"], drawn):
         assert (out / "figures" / f"offered_{Path(plan).stem}.png").read_bytes() == png.read_bytes()
     with pytest.raises(ReportInputError, match="1 offered-length figure.s. for 2 plan"):
         jobs.render_report(smk.input.summaries, smk.input.plans, smk.params.evidence_root, tmp_path / "x.html",
-                           tmp_path / "xt", tmp_path / "xf", smk.params.suite, smk.config, offered_figures=drawn[:1])
+                           tmp_path / "xt", tmp_path / "xf", smk.params.suite, i["spec"], offered_figures=drawn[:1])
 
 
 def test_reported_run_with_corrupt_manifest(tmp_path):
     """A declared run whose manifest is garbage is still reported, as invalid, under its run path."""
     suite = "fixture3"
-    cfg = _config(suite, ["reference"])
+    spec = _spec(suite, ["reference"])
     ev = tmp_path / "results" / "evidence"
-    path = build_evidence(ev, manifest=_manifest(suite, "reference", "multi_turn"),
+    path = build_evidence(ev, manifest=_manifest(spec, "reference", "multi_turn"),
                           run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
     (path / "manifest.json").write_text("[1, 2")
-    summaries = [_summarize(tmp_path, suite, "reference", "multi_turn", path)]
-    inputs = {"summaries": summaries, "plans": _plans(tmp_path, cfg, suite)[:1], "suite": suite, "config": cfg}
+    summaries = [_summarize(tmp_path, spec, "reference", "multi_turn", path)]
+    inputs = {"summaries": summaries, "plans": _plans(tmp_path, spec)[:1], "suite": suite, "spec": spec}
     reports = _render(tmp_path, inputs, "reports")
     html = (reports / "comparison.html").read_text(encoding="utf-8")
     assert "manifest_corrupt" in _section(html, "validation")

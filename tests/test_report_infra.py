@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from evidence_fixtures import build_evidence
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.contract import summarize_to_file
 from rl_pipeline_bench.evidence import atomic_write_json
 from rl_pipeline_bench.probes.allreduce import ALLREDUCE_SCHEMA, sweep_rows
@@ -94,10 +93,9 @@ def test_expectations_say_what_applies(workspace):
 
 
 def test_report_renders_the_section_with_figures(workspace, tmp_path):
-    cfg = load_config()
     out = tmp_path / "reports"
     render_report([workspace["summary"]], [], workspace["ws"] / "results" / "evidence", out / "comparison.html",
-                  out / "tables", out / "figures", "smoke", cfg, run_infra_paths=workspace["infra"],
+                  out / "tables", out / "figures", "smoke", run_infra_paths=workspace["infra"],
                   probe_paths=workspace["probes"])
     html = (out / "comparison.html").read_text()
     assert 'id="infrastructure"' in html and "GPU utilisation per phase" in html
@@ -112,7 +110,7 @@ def test_report_renders_the_section_with_figures(workspace, tmp_path):
 def test_report_without_infra_inputs_has_no_section(workspace, tmp_path):
     out = tmp_path / "r"
     render_report([workspace["summary"]], [], workspace["ws"] / "results" / "evidence", out / "c.html",
-                  out / "t", out / "f", "smoke", load_config())
+                  out / "t", out / "f", "smoke")
     assert 'id="infrastructure"' not in (out / "c.html").read_text()
 
 

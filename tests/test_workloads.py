@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import runpy
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from rl_pipeline_bench.config import ConfigError, load_config
-from rl_pipeline_bench.paths import ROOT
+from rl_pipeline_bench.cli import main as bench
+from rl_pipeline_bench.spec import build_spec, check_spec, write_spec
 from rl_pipeline_bench.workloads import (
     GROUP_SHARED, PLAN_COLUMNS, call_seed, iter_trajectories, load_workload, offered_plan,
     quantile_sample, read_plan, read_plan_meta, suite_plan, write_plan,
 )
 
-SCRIPT = ROOT / "workflow_scripts" / "write_workload_plan.py"
 # call_seed("multi_turn", 1, 2, 3, 4, 5) under seeding v1; a change here changes every plan.
 PINNED_CALL_SEED = 6971804490959663169
 # offered_plan(multi_turn_salted at scale 0.1, seed 20260101, 2 updates): sums and first salt.
@@ -197,7 +194,10 @@ def test_write_read_roundtrip_is_atomic_and_exact(tmp_path, config):
     pd.testing.assert_frame_equal(back, plan)
     assert back.dtypes.equals(plan.dtypes)
     got = read_plan_meta(path)
-    assert got["seed"] == config["seed"] and got["n_updates"] == 20 and got["spec"]["scale"] == 0.02
+    assert got["seed"] == config["seed"] and got["spec"]["scale"] == 0.02
+    # 20 trained updates plus the reference backend's staleness limit (4) of extra offered work
+    assert (got["n_updates"], got["trained_updates"], got["extra_offered_updates"]) == (24, 20, 4)
+    assert got["spec_id"] == f"smoke-{got['spec_hash']}"
     with pytest.raises(FileNotFoundError):
         read_plan(tmp_path / "missing.parquet")
     pd.DataFrame({"update": [1]}).to_parquet(tmp_path / "bad.parquet")
@@ -208,7 +208,8 @@ def test_write_read_roundtrip_is_atomic_and_exact(tmp_path, config):
 def test_suite_plan_uses_suite_scale_and_contract(config):
     spec, plan, meta = suite_plan(config, "long_generation", suite="smoke")
     c = config["suites"]["smoke"]["contract"]
-    assert plan["update"].max() == c["warmup_updates"] + c["measured_updates"]
+    trained = c["warmup_updates"] + c["measured_updates"]
+    assert plan["update"].max() == trained + config["reference"]["max_policy_age"] == meta["n_updates"]
     assert spec.scale == config["suites"]["smoke"]["scale"]
     assert len(plan) == plan["update"].max() * spec.calls_per_update
     keys = [k for k, _ in iter_trajectories(plan)]
@@ -217,22 +218,27 @@ def test_suite_plan_uses_suite_scale_and_contract(config):
         suite_plan(config, "long_generation", suite="nope")
 
 
-def test_plan_identical_whoever_asks(tmp_path, config):
-    """The debugging CLI and the Snakemake script path write exactly the in-process plan."""
-    _, here, _ = suite_plan(config, "multi_turn_salted", suite="smoke")
-    out = tmp_path / "cli.parquet"
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main(["--workload", "multi_turn_salted", "--suite", "smoke", "--output", str(out)]) == 0
-    pd.testing.assert_frame_equal(read_plan(out), here)
+def test_extra_offered_updates_and_workload_scale_come_from_the_suite(config):
+    cfg = {**config, "suites": {**config["suites"], "smoke": {
+        **config["suites"]["smoke"], "workload_scale": {"tool_history": 0.05},
+        "contract": {**config["suites"]["smoke"]["contract"], "extra_offered_updates": 1}}}}
+    ws, plan, meta = suite_plan(cfg, "tool_history", suite="smoke")
+    assert ws.scale == 0.05 and meta["n_updates"] == 21 and meta["extra_offered_updates"] == 1
+    assert suite_plan(cfg, "multi_turn", suite="smoke")[0].scale == 0.02
 
-    sm_out, sm_log = tmp_path / "sm.parquet", tmp_path / "logs" / "sm.log"
-    fake = SimpleNamespace(
-        config=config, wildcards=SimpleNamespace(workload="multi_turn_salted"),
-        output=SimpleNamespace(plan=str(sm_out)), log=[str(sm_log)], params=SimpleNamespace(suite="smoke", scale=0.02, n_updates=20),
-    )
-    runpy.run_path(str(SCRIPT), init_globals={"snakemake": fake})
-    pd.testing.assert_frame_equal(read_plan(sm_out), here)
-    assert "rows=240" in sm_log.read_text()
+
+def test_plan_identical_whoever_asks(tmp_path, config, capsys):
+    """`bench write-plan --spec` (the workflow's rule) and resolving from the config write the in-process plan."""
+    _, here, _ = suite_plan(config, "multi_turn_salted", suite="smoke")
+    spec = check_spec(build_spec(config, "smoke"))
+    spec_file = write_spec(spec.doc, tmp_path / "specs" / f"{spec.id}.json").path
+    out = tmp_path / "spec.parquet"
+    assert bench(["write-plan", "--spec", str(spec_file), "--workload", "multi_turn_salted", "--output", str(out)]) == 0
+    pd.testing.assert_frame_equal(read_plan(out), here)
+    assert f"spec={spec.id}" in capsys.readouterr().out and read_plan_meta(out)["spec_hash"] == spec.hash
+    out2 = tmp_path / "config.parquet"
+    assert bench(["write-plan", "--suite", "smoke", "--workload", "multi_turn_salted", "--output", str(out2)]) == 0
+    pd.testing.assert_frame_equal(read_plan(out2), here)
 
 
 def test_plan_fingerprint_is_pinned(config):
@@ -243,7 +249,6 @@ def test_plan_fingerprint_is_pinned(config):
 
 
 def test_cli_rejects_unknown_workload(tmp_path, capsys):
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main(["--workload", "bogus", "--output", str(tmp_path / "x.parquet")]) == 2
+    assert bench(["write-plan", "--workload", "bogus", "--output", str(tmp_path / "x.parquet")]) == 2
     assert "known workloads" in capsys.readouterr().err
     assert not (tmp_path / "x.parquet").exists()

@@ -20,6 +20,7 @@ from .paths import ROOT  # noqa: F401  (re-exported: the seed's Kubernetes one-l
 #: The module under commands/ that registers each subcommand (tests/test_cli.py checks it
 #: against the modules). A command missing here still works: its parser loads every module.
 COMMAND_MODULES = {
+    "attempts": "attempts",
     "build": "provenance",
     "eval": "eval",
     "gpus": "gpus",
@@ -33,8 +34,10 @@ COMMAND_MODULES = {
     "run": "run",
     "schema": "schema",
     "snapshot": "provenance",
+    "spec": "spec",
     "summarize": "summarize",
     "summarize-run": "summarize",
+    "write-plan": "run",
 }
 
 

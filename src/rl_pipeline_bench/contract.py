@@ -23,6 +23,20 @@ import pandas as pd
 from .evidence import Evidence, atomic_write_json, read_evidence
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
+#: The rule set this module applies; recorded in every summary. v2: calls of extra
+#: offered updates must not be accepted, rollout activity and warnings per run.
+CONTRACT_RULES = "rl-bench/contract-rules/v2"
+#: Generation that ends more than this share of the headline window before the window
+#: does (with no call in flight at its end) is "stopped early".
+GENERATION_TAIL_TOLERANCE = 0.05
+
+#: Stable warning codes; a warning flags a measurement to distrust but does not invalidate the run.
+WARNING_CODES: dict[str, str] = {
+    "generation_stopped_early": "the rollout had no call in flight at the end of the headline window and had "
+                                "been idle for longer than 5 % of the window and than any pause before the "
+                                "window: the window measured a drain, not steady state",
+    "rollout_activity_unknown": "no headline window or no timed calls, so the rollout's activity in it is unknown",
+}
 
 #: Stable reason codes; a summary reason is "code: human detail".
 REASON_CODES: dict[str, str] = {
@@ -48,6 +62,7 @@ REASON_CODES: dict[str, str] = {
     "calls_empty": "no model calls were recorded",
     "completion_length_mismatch": "a call's completion length differs from its forced length",
     "accepted_above_offered": "an update accepted more trajectories than were offered",
+    "accepted_beyond_trained": "a call of an extra offered update (after the last trained one) is marked accepted",
     "interval_invalid": "a trainer interval ends before it starts or has a non-finite bound",
     "trainer_ranks_missing": "an expected trainer rank has no interval for a headline update",
     "trainer_ranks_unexpected": "a trainer interval comes from a rank the contract does not expect",
@@ -276,12 +291,24 @@ def _check_updates(updates: pd.DataFrame, settings: ContractSettings, reasons: l
         )
 
 
-def _check_calls(calls: pd.DataFrame, calls_readable: bool, reasons: list[str]) -> None:
+def _check_calls(calls: pd.DataFrame, calls_readable: bool, settings: ContractSettings, recorded: set[int],
+                 reasons: list[str]) -> None:
     if not calls_readable:
         return
     if len(calls) == 0:
         reasons.append("calls_empty: calls.parquet holds no model calls")
         return
+    # Untagged calls are never "beyond"; an update recorded as trained is updates_not_contiguous's finding.
+    update = pd.to_numeric(calls["update"], errors="coerce").fillna(0)
+    untrained = (update > settings.total_updates) & ~update.isin(recorded)
+    beyond = calls[untrained.to_numpy() & calls["accepted"].fillna(False).astype(bool).to_numpy()]
+    if len(beyond):
+        r = beyond.iloc[0]
+        reasons.append(
+            f"accepted_beyond_trained: {len(beyond)} call(s) of updates after the last trained update "
+            f"{settings.total_updates} are marked accepted; first: update {int(r['update'])} group {int(r['group'])} "
+            f"trajectory {int(r['trajectory'])} call {int(r['call'])}"
+        )
     bad = calls[calls["completion_tokens"] != calls["forced_completion_tokens"]]
     if len(bad):
         r = bad.iloc[0]
@@ -366,6 +393,70 @@ def _trainer_headline(intervals: pd.DataFrame, settings: ContractSettings, token
 
 
 # ---------------------------------------------------------------------------
+# Rollout activity in the headline window
+
+
+def _pauses(t0: np.ndarray, t1: np.ndarray, start: float, end: float) -> tuple[float, float]:
+    """(busy share, longest pause) of call intervals clipped to [start, end]; a pause has no call in flight."""
+    lo, hi = np.clip(t0, start, end), np.clip(t1, start, end)
+    keep = hi > lo
+    busy = interval_union_length(zip(lo[keep], hi[keep]))
+    longest, cursor = 0.0, start
+    for a, b in sorted(zip(lo[keep], hi[keep])):
+        longest, cursor = max(longest, a - cursor), max(cursor, b)
+    return busy / (end - start), max(longest, end - cursor)
+
+
+def rollout_activity(calls: pd.DataFrame, headline: dict, measured: dict, warnings: list[str]) -> dict:
+    """How busy generation was in the headline window, from every recorded call (accepted or not).
+
+    busy_share: the share of the headline window with at least one call in flight;
+    calls_finished / calls_started: calls that finished / started inside it;
+    idle_tail_s: how long before the window's end generation last had a call in flight
+    (0 when one was in flight at the end). The same busy share and the longest pause are
+    measured over the steady part of the measured window (from its start to the headline
+    window's start) for comparison. Generation "stopped early" when its idle tail is
+    longer than both 5 % of the window and the longest pause of the steady part: a
+    rollout that waits on the staleness limit every update pauses as long as before,
+    a rollout that ran out of work does not.
+    """
+    start, end = headline.get("window_start_s"), headline.get("window_end_s")
+    out = {"window_start_s": start, "window_end_s": end, "busy_share": None, "calls_finished": None,
+           "calls_started": None, "in_flight_at_end": None, "last_call_finished_s": None, "idle_tail_s": None,
+           "steady_busy_share": None, "steady_longest_pause_s": None}
+    t0 = calls["started_at"].to_numpy(dtype="float64") if len(calls) else np.array([])
+    t1 = calls["finished_at"].to_numpy(dtype="float64") if len(calls) else np.array([])
+    ok = np.isfinite(t0) & np.isfinite(t1) & (t1 >= t0)
+    t0, t1 = t0[ok], t1[ok]
+    if start is None or end is None or not end > start or not len(t0):
+        warnings.append("rollout_activity_unknown: " + ("no timed calls" if not len(t0) else "no headline window"))
+        return out
+    busy, _ = _pauses(t0, t1, start, end)
+    in_flight = bool(np.any((t0 <= end) & (t1 > end)))
+    before_end = t1[t0 <= end]
+    last_before = float(before_end.max()) if len(before_end) else None
+    idle_tail = 0.0 if in_flight else (max(0.0, end - last_before) if last_before is not None else end - start)
+    steady_start = measured.get("window_start_s")
+    steady_busy = steady_pause = None
+    if steady_start is not None and start > steady_start:
+        steady_busy, steady_pause = _pauses(t0, t1, steady_start, start)
+    out.update(busy_share=busy, calls_finished=int(np.sum((t1 > start) & (t1 <= end))),
+               calls_started=int(np.sum((t0 >= start) & (t0 < end))), in_flight_at_end=in_flight,
+               last_call_finished_s=float(t1.max()), idle_tail_s=idle_tail,
+               steady_busy_share=steady_busy, steady_longest_pause_s=steady_pause)
+    if idle_tail > max(GENERATION_TAIL_TOLERANCE * (end - start), steady_pause or 0.0):
+        warnings.append(
+            f"generation_stopped_early: the last call before the headline window's end finished at "
+            f"{last_before if last_before is not None else start:g} s, {idle_tail:.3g} s "
+            f"({idle_tail / (end - start):.0%} of the window) before it ended at {end:g} s, longer than any pause "
+            f"before the window ({steady_pause or 0.0:.3g} s); busy share {busy:.0%}"
+            + (f" against {steady_busy:.0%} before" if steady_busy is not None else "")
+            + f", {out['calls_finished']} call(s) finished in the window"
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Summary
 
 
@@ -389,7 +480,7 @@ def summarize_evidence(ev: Evidence) -> dict:
     updates = ev.updates
     if updates_ok:
         _check_updates(updates, settings, reasons)
-    _check_calls(ev.calls, calls_ok, reasons)
+    _check_calls(ev.calls, calls_ok, settings, set(updates["update"].astype(int)), reasons)
     _check_accepted(updates, offered, reasons)
 
     completions = _single_completions(updates)
@@ -397,6 +488,8 @@ def summarize_evidence(ev: Evidence) -> dict:
     headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
     measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
     trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
+    warnings: list[str] = []
+    rollout = rollout_activity(ev.calls if calls_ok else ev.calls.iloc[0:0], headline, measured, warnings)
 
     reasons = list(dict.fromkeys(reasons))  # stable order, no repeats
     distinct_updates = int(updates["update"].nunique())
@@ -404,6 +497,7 @@ def summarize_evidence(ev: Evidence) -> dict:
         "schema": SUMMARY_SCHEMA,
         "run_id": m.get("run_id"),
         "suite": m.get("suite"),
+        "spec": m.get("spec") if isinstance(m.get("spec"), dict) else None,
         "backend": m.get("backend"),
         "workload": m.get("workload"),
         "trial": m.get("trial"),
@@ -411,9 +505,12 @@ def summarize_evidence(ev: Evidence) -> dict:
         "evidence_dir": str(ev.path),
         "valid": not reasons,
         "reasons": reasons,
+        "warnings": warnings,
+        "contract_rules": CONTRACT_RULES,
         "contract": settings.as_dict(),
         "e2e": {"headline": headline, "measured": measured},
         "trainer": {"headline": trainer},
+        "rollout": {"headline": rollout},
         "counts": {
             "updates": int(len(updates)),
             "calls": int(len(ev.calls)),

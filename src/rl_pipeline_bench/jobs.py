@@ -44,8 +44,14 @@ def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
         handler.close()
 
 
-def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Path | None = None) -> dict[str, Any]:
-    """run.json -> summary.json with the contract code; never re-runs a benchmark."""
+def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Path | None = None,
+                  spec_path: str | Path | None = None, attempts_index: str | Path | None = None) -> dict[str, Any]:
+    """run.json -> summary.json with the contract code; never re-runs a benchmark.
+
+    With a spec, the run record and the evidence manifest must both name its hash. The
+    verdict is appended to the attempts index (default: beside the evidence root).
+    """
+    from . import attempts
     from .contract import summarize_to_file
 
     run_json = Path(run_json)
@@ -57,15 +63,35 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         evidence_dir = record.get("evidence_dir") if isinstance(record, dict) else None
         if not evidence_dir:
             raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+        if spec_path is not None:
+            _check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)
         summary = summarize_to_file(Path(evidence_dir), Path(out_path))
-        log.info("valid=%s reasons=%s", summary["valid"], summary["reasons"])
+        index = Path(attempts_index) if attempts_index is not None else attempts.index_for(Path(evidence_dir).parent)
+        attempts.append_event(index, "summarized", summary.get("run_id") or Path(evidence_dir).name,
+                              valid=summary["valid"], reasons=summary["reasons"], summary=str(out_path))
+        log.info("valid=%s reasons=%s warnings=%s", summary["valid"], summary["reasons"], summary.get("warnings"))
         return summary
 
 
+def _check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec_path: str | Path) -> None:
+    from .spec import SpecError, check_evidence_spec, load_spec
+
+    spec = load_spec(spec_path)
+    if record.get("spec_hash") != spec.hash:
+        raise SpecError(f"{run_json} names spec hash {record.get('spec_hash')}, but it is summarized under spec "
+                        f"{spec.id} (hash {spec.hash})")
+    try:
+        manifest = json.loads((evidence_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # an unreadable manifest is the summary's finding (manifest_missing / manifest_corrupt)
+    check_evidence_spec(manifest, spec, where=f"evidence {evidence_dir}")
+
+
 def render_report(summaries, plans, evidence_root, html, tables, figures, suite: str,
-                  config: dict | None, log_path: str | Path | None = None, run_infra=None, probes=None,
-                  eval_summaries=(), offered_figures=None) -> None:
+                  spec=None, log_path: str | Path | None = None, attempts_index=None,
+                  stats_settings=None, run_infra=None, probes=None, eval_summaries=(),
+                  offered_figures=None) -> None:
     """The report rule: summaries + plans + evidence root -> html, tables, figures."""
     from .report import render_report as render
 
@@ -78,7 +104,9 @@ def render_report(summaries, plans, evidence_root, html, tables, figures, suite:
             tables_dir=tables,
             figures_dir=figures,
             suite_name=suite,
-            config=config,
+            spec=spec,
+            attempts_index=attempts_index,
+            stats_settings=stats_settings,
             run_infra_paths=run_infra,
             probe_paths=probes,
             eval_summary_paths=list(eval_summaries),

@@ -7,6 +7,12 @@ defaults `enable_thinking=False` / `preserve_thinking=True`. Per-request options
 are merged into the defaults one level deep, so adding `min_tokens` never drops
 `chat_template_kwargs` (the same rule ART's own OpenAI client proxy applies).
 Every response's completion length is checked against the plan; a mismatch raises.
+
+Offered work beyond the last trained update: a run's plan holds the N trained updates
+plus `extra_offered_updates` more (rl_pipeline_bench.spec), so generation keeps going
+through the headline window instead of draining. A driver offers all of it, trains
+only updates 1..N, and records every call of a later update as not accepted
+(`evidence_rows`); the contract never counts them.
 """
 
 from __future__ import annotations
@@ -131,6 +137,21 @@ class CallRecord:
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def accepted_for_update(update: int, trained_updates: int) -> bool:
+    """Whether calls of this plan update can be accepted: only updates 1..N are trained."""
+    return 1 <= int(update) <= int(trained_updates)
+
+
+def evidence_rows(calls: Sequence[CallRecord], trained_updates: int) -> list[dict[str, Any]]:
+    """calls.parquet rows of a trajectory's calls; calls of extra offered updates are not accepted."""
+    rows = []
+    for c in calls:
+        row = c.as_row()
+        row["accepted"] = bool(row["accepted"]) and accepted_for_update(c.update, trained_updates)
+        rows.append(row)
+    return rows
 
 
 @dataclass

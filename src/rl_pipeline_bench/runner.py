@@ -18,21 +18,29 @@ from typing import Any
 
 import pandas as pd
 
+from . import attempts
 from . import workloads as wl
 from . import backends
-from .config import ConfigError, Suite, check_member
+from .config import ConfigError, Suite, check_member, get_suite
 from .evidence import EvidenceWriter, atomic_write_json, new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .provenance import native_identity
 from .redaction import redact_text
+from .spec import RunSpec, SpecError
 
 RUN_SCHEMA = "rl-bench/run/v1"
 
 
 @dataclass
 class RunContext:
-    """Everything a backend needs; backends write evidence only through `writer`."""
+    """Everything a backend needs; backends write evidence only through `writer`.
+
+    `plan` holds the trained updates 1..trained_updates plus the extra offered ones
+    after them: a backend offers all of it to its rollout, trains only the first
+    `trained_updates`, and records calls of later updates with accepted=False
+    (rl_pipeline_bench.rollout.accepted_for_update).
+    """
 
     config: dict[str, Any]
     suite: Suite
@@ -45,13 +53,21 @@ class RunContext:
     device: str
     writer: EvidenceWriter
     contract: dict[str, Any] = field(default_factory=dict)
+    run_spec: RunSpec | None = None
 
     @property
     def log(self):
         return self.writer.logger
 
+    @property
+    def trained_updates(self) -> int:
+        """N: the updates this run trains and records in updates.parquet (from the run's contract)."""
+        c = self.contract or self.suite.contract
+        return int(c["warmup_updates"]) + int(c["measured_updates"])
+
 
 def n_updates(suite: Suite) -> int:
+    """N = warmup + measured: the trained updates the contract counts."""
     c = suite.contract
     return int(c["warmup_updates"] + c["measured_updates"])
 
@@ -95,18 +111,20 @@ def _slurm_fields() -> dict[str, Any]:
     return {"slurm": job.to_dict() if job else None}
 
 
-def offered_plan_for(config: dict, suite: Suite, workload: str, plan_path: Path | None = None) -> tuple[Any, pd.DataFrame]:
-    spec = wl.load_workload(config, workload, suite["scale"])
-    if plan_path is not None and Path(plan_path).exists():
-        plan = wl.read_plan(plan_path)
-    else:
-        plan = wl.offered_plan(spec, config["seed"], n_updates(suite))
-    return spec, plan
+def offered_plan_for(run_spec: RunSpec, workload: str, plan_path: Path | None = None) -> tuple[Any, pd.DataFrame]:
+    """The workload spec and offered plan of a run; a given plan file must belong to this spec."""
+    spec, fresh, _ = wl.spec_plan(run_spec, workload)
+    if plan_path is None or not Path(plan_path).exists():
+        return spec, fresh
+    meta = wl.read_plan_meta(plan_path)
+    if meta.get("spec_hash") != run_spec.hash:
+        raise SpecError(f"offered plan {plan_path} was written for spec hash {meta.get('spec_hash')}, "
+                        f"but this run is spec {run_spec.id} (hash {run_spec.hash})")
+    return spec, wl.read_plan(plan_path)
 
 
 def execute_run(
-    config: dict[str, Any],
-    suite: Suite,
+    run_spec: RunSpec,
     backend: str,
     workload: str,
     trial: int,
@@ -118,16 +136,23 @@ def execute_run(
     image_record: Path | None = None,
     evidence_dir_root: Path | None = None,
     command: list[str] | None = None,
+    attempts_index: Path | None = None,
 ) -> int:
-    """Run one (suite, backend, workload, trial); return the process exit code."""
+    """Run one (spec, backend, workload, trial); return the process exit code.
+
+    The attempt is appended to the attempts index (default: beside the evidence root)
+    when its evidence directory exists and again when it ends, failed runs included.
+    """
+    config = run_spec.as_config()
+    suite = get_suite(config, run_spec.suite_name)
     descriptor = backends.get(backend)  # an unknown name fails listing the registered backends
     if backend not in suite["backends"]:
-        raise ConfigError(f"backend '{backend}' is not in suite '{suite.name}' (its backends: {', '.join(suite['backends'])})")
+        raise ConfigError(f"backend '{backend}' is not in spec {run_spec.id} (its backends: {', '.join(suite['backends'])})")
     check_member("workload", workload, list(suite["workloads"]))
     if not 1 <= trial <= suite["trials"]:
-        raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for suite '{suite.name}'")
+        raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for spec {run_spec.id}")
     model = load_model_record(Path(model_record))
-    spec, plan = offered_plan_for(config, suite, workload, plan_path)
+    spec, plan = offered_plan_for(run_spec, workload, plan_path)
     contract = dict(suite.contract)
     contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]
     contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
@@ -146,6 +171,8 @@ def execute_run(
         "workload": workload,
         "suite": suite.name,
         "trial": trial,
+        "spec": {"id": run_spec.id, "hash": run_spec.hash,
+                 "path": str(run_spec.path) if run_spec.path is not None else None},
         "contract": contract,
         "model": {k: model.get(k) for k in ("model", "source", "repo_id", "revision", "snapshot_path")},
         "recipe_sha256": recipe.get("sha256"),
@@ -154,7 +181,7 @@ def execute_run(
         "runtime": suite["runtime"],
         "provenance": identity,
         "device": suite["device"],
-        "scale": suite["scale"],
+        "scale": spec.scale,
         "seed": config["seed"],
         **_lease_fields(),
         **_slurm_fields(),
@@ -165,26 +192,39 @@ def execute_run(
     if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
         descriptor.preload()
     run_id = new_run_id(suite.name, backend, workload, trial)
-    writer = EvidenceWriter(Path(evidence_dir_root or evidence_root()), run_id, manifest)
+    root = Path(evidence_dir_root or evidence_root())
+    index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)
+    writer = EvidenceWriter(root, run_id, manifest)
+    attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
-    ctx = RunContext(config, suite, backend, workload, spec, trial, plan, model, suite["device"], writer, contract)
+
+    def record_end() -> None:
+        m = writer.manifest
+        attempts.append_event(index, "finished", run_id, status=m["status"], finished_at=m["finished_at"],
+                              error=attempts.error_gist(m.get("error")))
+
+    ctx = RunContext(config, suite, backend, workload, spec, trial, plan, model, suite["device"], writer, contract,
+                     run_spec)
     try:
         descriptor.run(ctx)
     except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
         writer.logger.error("run failed: %s", exc)
         writer.finish("failed", error="".join(traceback.format_exception(exc)))
+        record_end()
         print(f"bench: run {run_id} FAILED ({redact_text(str(exc))}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
         if isinstance(exc, KeyboardInterrupt):
             raise
         return 1
     writer.finish("completed")
+    record_end()
     if run_json is not None:
-        _write_run_json(Path(run_json), run_id, writer.path, suite, backend, workload, trial)
+        _write_run_json(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial)
     print(f"bench: run {run_id} completed; evidence in {writer.path}", flush=True)
     return 0
 
 
-def _write_run_json(path: Path, run_id: str, evidence_dir: Path, suite: Suite, backend: str, workload: str, trial: int) -> None:
+def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,
+                    trial: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence_dir = Path(evidence_dir).resolve()
     cwd = Path.cwd().resolve()
@@ -195,7 +235,9 @@ def _write_run_json(path: Path, run_id: str, evidence_dir: Path, suite: Suite, b
         "schema": RUN_SCHEMA,
         "run_id": run_id,
         "evidence_dir": str(shown),
-        "suite": suite.name,
+        "suite": run_spec.suite_name,
+        "spec_id": run_spec.id,
+        "spec_hash": run_spec.hash,
         "backend": backend,
         "workload": workload,
         "trial": trial,

@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import ConfigError, check_member, get_suite
+from .config import ConfigError, check_member
 from .evidence import atomic_write_table
 
 #: Sentinel used for `trajectory` and `call` in `call_seed` for values shared by a whole group.
@@ -245,24 +245,31 @@ def read_plan_meta(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-def suite_plan(
-    config: dict[str, Any], workload: str, suite: str | None = None,
-    scale: float | None = None, n_updates: int | None = None,
-) -> tuple[WorkloadSpec, pd.DataFrame, dict[str, Any]]:
-    """The plan a suite offers for one workload: scale from the suite, N = warmup + measured updates.
+def spec_plan(spec, workload: str) -> tuple[WorkloadSpec, pd.DataFrame, dict[str, Any]]:
+    """The plan a run spec offers for one workload (rl_pipeline_bench.spec.RunSpec).
 
-    Returns (spec, plan, meta) where meta is what write_plan stores alongside.
+    It covers the N trained updates plus the spec's extra offered updates, so the
+    rollout has work through the headline window. Returns (spec, plan, meta); meta is
+    what write_plan stores alongside (spec id and hash among it).
     """
-    s = get_suite(config, suite)
-    if scale is None:
-        scale = float(s["scale"])
-    if n_updates is None:
-        c = s.contract
-        n_updates = int(c["warmup_updates"]) + int(c["measured_updates"])
-    spec = load_workload(config, workload, float(scale))
-    plan = offered_plan(spec, int(config["seed"]), int(n_updates))
-    meta = {"suite": s.name, "seed": int(config["seed"]), "n_updates": int(n_updates), "spec": spec.to_dict()}
-    return spec, plan, meta
+    settings = spec.settings
+    check_member("workload", workload, list(settings["workloads"]))
+    ws = load_workload({"workloads": settings["workload_distributions"]}, workload,
+                       float(settings["workload_scale"][workload]))
+    plan = offered_plan(ws, int(settings["seed"]), spec.offered_updates)
+    meta = {
+        "suite": spec.suite_name, "spec_id": spec.id, "spec_hash": spec.hash, "seed": int(settings["seed"]),
+        "n_updates": spec.offered_updates, "trained_updates": spec.trained_updates,
+        "extra_offered_updates": spec.offered_updates - spec.trained_updates, "spec": ws.to_dict(),
+    }
+    return ws, plan, meta
+
+
+def suite_plan(config: dict[str, Any], workload: str, suite: str | None = None) -> tuple[WorkloadSpec, pd.DataFrame, dict[str, Any]]:
+    """The plan of one workload of a config's suite (through that suite's resolved spec)."""
+    from .spec import build_spec, check_spec
+
+    return spec_plan(check_spec(build_spec(config, suite)), workload)
 
 
 def iter_trajectories(plan: pd.DataFrame) -> Iterator[tuple[tuple[int, int, int], pd.DataFrame]]:

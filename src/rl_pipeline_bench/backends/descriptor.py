@@ -34,6 +34,9 @@ class Backend:
     models: the model repo ids it supports (None: any model of the config).
     model_sources: the model `source` kinds it accepts (a framework needs a pinned hub snapshot).
     trainer_ranks: the ranks its trainer_intervals.parquet must carry for a suite.
+    staleness_limit: (config, suite) -> how many policy versions its rollout may run ahead of
+        training; the default extra offered work (docs/run-spec.md). None: it never runs
+        ahead (no extra work is offered unless a suite sets `extra_offered_updates`).
     suite_checks: its own suite checks, run at DAG time and before every lease.
     evidence_checks: its own validity checks on a run's manifest, run by the contract.
     reason_codes: {code: meaning} of the reasons its evidence checks produce.
@@ -56,6 +59,7 @@ class Backend:
     models: tuple[str, ...] | None = None
     model_sources: tuple[str, ...] = ("local", "hub")
     trainer_ranks: Callable[[Any], Sequence[int]] = _single_rank
+    staleness_limit: Callable[[Mapping[str, Any], Any], int] | None = None
     suite_checks: tuple[SuiteCheck, ...] = ()
     evidence_checks: tuple[EvidenceCheck, ...] = ()
     reason_codes: Mapping[str, str] = field(default_factory=dict)

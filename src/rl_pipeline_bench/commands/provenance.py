@@ -73,15 +73,24 @@ def _preflight(args: argparse.Namespace) -> int:
 
     from .. import images, provenance, snapshots
     from ..framework_support import SupportError
+    from ..topology import preflight as topology_preflight
 
-    result: dict = {"backend": args.backend, "runtime": args.runtime}
-    if args.suite:
+    if args.spec:  # the workflow: the resolved spec, never config.yaml
+        from ..spec import load_spec
+
+        spec = load_spec(args.spec)
+        args.runtime = args.runtime or spec.settings["runtime"]
+        topology_preflight(spec.as_config(), spec.suite_name, args.backend)  # ConfigError -> exit 2
+        result: dict = {"spec": spec.id, "suite": spec.suite_name}
+    elif args.suite:
         from ..config import load_config
-        from ..topology import preflight as topology_preflight
 
-        config = load_config(args.config)
-        topology_preflight(config, args.suite, args.backend)  # ConfigError -> exit 2, naming the key
-        result["suite"] = args.suite
+        topology_preflight(load_config(args.config), args.suite, args.backend)  # ConfigError -> exit 2, naming the key
+        result = {"suite": args.suite}
+    else:
+        result = {}
+    args.runtime = args.runtime or "container"
+    result.update(backend=args.backend, runtime=args.runtime)
     try:
         if args.model_record:
             record = snapshots.load_record(args.model_record)
@@ -179,11 +188,13 @@ def register(subparsers) -> None:
 
     f = subparsers.add_parser("preflight", help="before any GPU lease: verify the model snapshot and the image (or native prefix)")
     f.add_argument("--backend", required=True, choices=backend_names())
-    f.add_argument("--runtime", choices=["container", "native"], default="container")
+    f.add_argument("--runtime", choices=["container", "native"], default=None,
+                   help="default: the spec's runtime with --spec, else container")
     f.add_argument("--model-record", help="results/models/MODEL.json: re-hash its snapshot")
     f.add_argument("--env-root", help="native prefix (default $RL_BENCH_ENV_ROOT; none: the current environment)")
     f.add_argument("--output", help="write the preflight result here instead of printing it")
-    f.add_argument("--suite", help="also check the suite's topology/model/GPU count for this backend (contract)")
+    f.add_argument("--spec", help="resolved run spec (results/specs/SUITE-HASH.json): check its topology for this backend")
+    f.add_argument("--suite", help="without --spec: check this config suite's topology/model/GPU count (contract)")
     f.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file with --suite (default: config.yaml)")
     f.add_argument("--root", **root_kw)
     f.add_argument("--record", help="image record (default results/images/BACKEND.json)")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="render reports/comparison.html from retained evidence")
-    p.add_argument("--suite", required=True)
+    p.add_argument("--spec", type=Path, default=None,
+                   help="resolved run spec results/specs/SUITE-HASH.json (the workflow passes it)")
+    p.add_argument("--suite", default=None, help="suite name (default: the spec's)")
     p.add_argument("--summaries", nargs="+", required=True, type=Path, metavar="SUMMARY_JSON")
     p.add_argument("--plans", nargs="+", required=True, type=Path, metavar="PLAN_PARQUET")
     p.add_argument("--eval-summaries", nargs="*", default=[], type=Path, metavar="EVAL_SUMMARY_JSON",
@@ -19,11 +21,15 @@ def register(subparsers) -> None:
     p.add_argument("--offered-figures", nargs="+", default=None, type=Path, metavar="PNG",
                    help="the plans' offered-length figures, in the order of --plans (drawn when absent)")
     p.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
+    p.add_argument("--attempts-index", type=Path, default=None,
+                   help="attempts index (default: attempts.jsonl beside the evidence root)")
     p.add_argument("--html", type=Path, default=Path("reports/comparison.html"))
     p.add_argument("--tables", type=Path, default=Path("reports/tables"))
     p.add_argument("--figures", type=Path, default=Path("reports/figures"))
-    p.add_argument("--config", type=Path, default=None, help="config file (default: config.yaml)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="top-level config override")
+    p.add_argument("--cv-bound", type=float, default=None, help="noise warning above this CV (default 0.05)")
+    p.add_argument("--min-trials", type=int, default=None, help="noise warning below this many valid trials (default 3)")
+    p.add_argument("--confidence", type=float, default=None, help="confidence level of the intervals (default 0.95)")
+    p.add_argument("--bootstrap-resamples", type=int, default=None, help="bootstrap resamples (default 9999)")
     p.add_argument("--log", type=Path, default=None, help="job log file (default: stderr)")
     p.add_argument("--run-infra", nargs="*", type=Path, default=None, metavar="INFRA_JSON",
                    help="per-run infrastructure summaries (bench probe summarize-run); adds the Infrastructure section")
@@ -33,15 +39,21 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config
     from ..jobs import render_report
-    from ..paths import CONFIG_PATH
-    from .run import _parse_overrides
+    from ..spec import load_spec
 
-    config = load_config(args.config or CONFIG_PATH, _parse_overrides(args.set))
+    spec = load_spec(args.spec) if args.spec is not None else None
+    suite = args.suite or (spec.suite_name if spec is not None else None)
+    if suite is None:
+        raise SystemExit("bench report: give --spec (or at least --suite)")
+    from ..attempts import index_for
+    from ..report.stats import StatsSettings
+
+    settings = StatsSettings.from_mapping({k: v for k in ("cv_bound", "min_trials", "confidence", "bootstrap_resamples")
+                                           if (v := getattr(args, k)) is not None})
     render_report(args.summaries, args.plans, args.evidence_root, args.html, args.tables, args.figures,
-                  args.suite, config, log_path=args.log, run_infra=args.run_infra, probes=args.probes,
-                  eval_summaries=args.eval_summaries,
-                  offered_figures=args.offered_figures)
+                  suite, spec, log_path=args.log, attempts_index=args.attempts_index or index_for(args.evidence_root),
+                  stats_settings=settings, run_infra=args.run_infra, probes=args.probes,
+                  eval_summaries=args.eval_summaries, offered_figures=args.offered_figures)
     print(f"bench report: wrote {args.html}, {args.tables}/, {args.figures}/")
     return 0

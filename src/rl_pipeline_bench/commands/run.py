@@ -1,15 +1,20 @@
-"""`bench run` (one benchmark run) and `bench plan` (what a suite would run)."""
+"""`bench run` (one benchmark run), `bench plan` (what a suite would run), `bench write-plan`.
+
+Inside the workflow every command gets `--spec results/specs/{suite}-{hash}.json`, the
+settings Snakemake resolved; by hand, without --spec, the spec is resolved from
+`--config` (default config.yaml) and `--set` overrides the same way.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ..config import ConfigError, get_suite, load_config
+from ..config import ConfigError
 from ..paths import CONFIG_PATH, ROOT
 
 
-def _parse_overrides(items: list[str]) -> dict:
+def parse_overrides(items: list[str]) -> dict:
     import yaml
 
     out = {}
@@ -24,67 +29,114 @@ def _parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def _add_config_args(p) -> None:
-    p.add_argument("--config", type=Path, default=CONFIG_PATH, help="config file (default: %(default)s)")
+def add_spec_args(p, *, suite: bool = True) -> None:
+    """--spec FILE, or --config/--set/--suite to resolve one (outside a workflow)."""
+    p.add_argument("--spec", type=Path, default=None,
+                   help="resolved run spec results/specs/SUITE-HASH.json (the workflow passes it)")
+    p.add_argument("--config", type=Path, default=CONFIG_PATH,
+                   help="without --spec: config file to resolve the spec from (default: %(default)s)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="top-level config override, like snakemake --config KEY=VALUE")
+                   help="without --spec: top-level config override, like snakemake --config KEY=VALUE")
+    if suite:
+        p.add_argument("--suite", default=None, help="without --spec: suite name (default: config 'suite')")
+
+
+def spec_of(args):
+    """The RunSpec a command works under: the --spec file, else resolved from the config."""
+    from ..spec import load_spec, spec_from_config_file
+
+    if args.spec is not None:
+        spec = load_spec(args.spec)
+        if getattr(args, "suite", None) not in (None, spec.suite_name):
+            raise SystemExit(f"bench: --suite {args.suite} contradicts spec {spec.id} (suite {spec.suite_name})")
+        return spec
+    return spec_from_config_file(args.config, getattr(args, "suite", None), parse_overrides(args.set))
 
 
 def cmd_run(args) -> int:
     from ..runner import execute_run
 
-    config = load_config(args.config, _parse_overrides(args.set))
-    suite = get_suite(config, args.suite)
-    model_record = args.model_record or ROOT / "results" / "models" / f"{suite['model']}.json"
+    spec = spec_of(args)
+    model_record = args.model_record or ROOT / "results" / "models" / f"{spec.settings['model']['name']}.json"
     return execute_run(
-        config, suite, args.backend, args.workload, args.trial,
+        spec, args.backend, args.workload, args.trial,
         model_record=Path(model_record), plan_path=args.plan, run_json=args.run_json,
         recipe_record=args.recipe_record, source_record=args.source_record, image_record=args.image_record,
-        evidence_dir_root=args.evidence_root,
+        evidence_dir_root=args.evidence_root, attempts_index=args.attempts_index,
     )
 
 
-def cmd_plan(args) -> int:
-    config = load_config(args.config, _parse_overrides(args.set))
-    suite = get_suite(config, args.suite)
-    runs = [
-        {"suite": suite.name, "backend": b, "workload": w, "trial": t,
-         "target": f"results/runs/{suite.name}/{b}/{w}/trial{t}/run.json"}
-        for b in suite["backends"] for w in suite["workloads"] for t in range(1, suite["trials"] + 1)
+def run_targets(spec) -> list[dict]:
+    s = spec.settings
+    return [
+        {"suite": spec.suite_name, "spec": spec.id, "backend": b, "workload": w, "trial": t,
+         "target": f"results/runs/{spec.id}/{b}/{w}/trial{t}/run.json"}
+        for b in s["backends"] for w in s["workloads"] for t in range(1, s["trials"] + 1)
     ]
+
+
+def cmd_plan(args) -> int:
+    spec = spec_of(args)
+    runs = run_targets(spec)
     if args.json:
-        print(json.dumps({"suite": suite.name, "settings": suite.settings, "runs": runs}, indent=2))
+        print(json.dumps({"suite": spec.suite_name, "spec": spec.doc, "runs": runs}, indent=2))
         return 0
-    s = suite.settings
-    c = suite.contract
-    print(f"suite {suite.name}: {s.get('description', '').strip()}")
+    s = spec.settings
+    c = spec.contract
+    print(f"suite {spec.suite_name}, spec {spec.id}: {(spec.doc['about'].get('description') or '').strip()}")
     print(f"  backends={','.join(s['backends'])} runtime={s['runtime']} device={s['device']} gpus={s['gpus']} "
-          f"scale={s['scale']} model={s['model']}")
+          f"trials={s['trials']} model={s['model']['name']}")
+    print("  scale: " + ", ".join(f"{w}={v:g}" for w, v in s["workload_scale"].items()))
     print(f"  contract: {c['warmup_updates']} warmup + {c['measured_updates']} measured updates, "
-          f"headline = last {c['headline_updates']}")
+          f"headline = last {c['headline_updates']}; {c['extra_offered_updates']} more updates offered, never trained")
+    print(f"  spec file: results/specs/{spec.id}.json")
     for r in runs:
         print(f"  {r['backend']:<10} {r['workload']:<18} trial{r['trial']}  -> {r['target']}")
     return 0
 
 
+def cmd_write_plan(args) -> int:
+    from ..workloads import spec_plan, write_plan
+
+    spec = spec_of(args)
+    ws, plan, meta = spec_plan(spec, args.workload)
+    write_plan(plan, args.output, meta)
+    if args.offered_figure:  # depends on the plan alone: drawn here once, embedded by every report
+        from ..report.figures import write_offered_figure
+
+        write_offered_figure(plan, args.workload, args.offered_figure)
+    print(f"wrote {args.output}: workload={ws.name} spec={spec.id} scale={ws.scale:g} seed={meta['seed']} "
+          f"updates={meta['n_updates']} (trained {meta['trained_updates']}) rows={len(plan)} "
+          f"trajectories/update={ws.trajectories_per_update}")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("run", help="run one benchmark (fresh evidence directory every time)")
-    _add_config_args(p)
-    p.add_argument("--suite", default=None, help="suite name (default: config 'suite')")
+    add_spec_args(p)
     p.add_argument("--backend", required=True, help="a registered backend of the suite")
     p.add_argument("--workload", required=True)
     p.add_argument("--trial", type=int, default=1)
     p.add_argument("--model-record", type=Path, default=None, help="results/models/{model}.json")
-    p.add_argument("--plan", type=Path, default=None, help="offered plan parquet (computed if absent)")
+    p.add_argument("--plan", type=Path, default=None, help="offered plan parquet of this spec (computed if absent)")
     p.add_argument("--run-json", type=Path, default=None, help="where to write run.json on success")
     p.add_argument("--recipe-record", type=Path, default=None)
     p.add_argument("--source-record", type=Path, default=None)
     p.add_argument("--image-record", type=Path, default=None)
     p.add_argument("--evidence-root", type=Path, default=None, help="default: results/evidence")
+    p.add_argument("--attempts-index", type=Path, default=None,
+                   help="attempts index to append to (default: attempts.jsonl beside the evidence root)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("plan", help="list the runs a suite contains and its contract")
-    _add_config_args(p)
-    p.add_argument("--suite", default=None)
+    p = sub.add_parser("plan", help="list the runs a suite contains, its spec id and its contract")
+    add_spec_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("write-plan", help="write one workload's offered plan of a spec (the workload_plan rule)")
+    add_spec_args(p)
+    p.add_argument("--workload", required=True)
+    p.add_argument("--output", type=Path, required=True, help="results/workloads/SPEC/WORKLOAD.parquet")
+    p.add_argument("--offered-figure", type=Path, default=None,
+                   help="also draw the offered-length figure (PNG) here (results/workloads/SPEC/WORKLOAD.offered.png)")
+    p.set_defaults(func=cmd_write_plan)

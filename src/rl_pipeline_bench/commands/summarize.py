@@ -28,6 +28,10 @@ def register(subparsers) -> None:
     )
     r.add_argument("run_json", metavar="RUN_JSON", type=Path, help="results/runs/.../run.json")
     r.add_argument("--output", "-o", type=Path, required=True, help="summary.json to write (atomically)")
+    r.add_argument("--spec", type=Path, default=None,
+                   help="run spec the run belongs to: its run.json and evidence manifest must name this spec's hash")
+    r.add_argument("--attempts-index", type=Path, default=None,
+                   help="attempts index to append the verdict to (default: attempts.jsonl beside the evidence root)")
     r.add_argument("--log", type=Path, default=None, help="job log file (default: stderr)")
     r.set_defaults(func=run_from_record)
 
@@ -50,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
 def run_from_record(args: argparse.Namespace) -> int:
     from ..jobs import summarize_run
 
-    summarize_run(args.run_json, args.output, args.log)
+    summarize_run(args.run_json, args.output, args.log, spec_path=args.spec, attempts_index=args.attempts_index)
     return 0

@@ -18,9 +18,10 @@ import jinja2
 import pandas as pd
 
 from . import figures, tables
-from .collect import OFFERED_QUANTITIES, ReportInputError, load_plans, load_runs, scan_attempts
-from .files import write_output
 from ..eval.report_section import section as eval_section
+from .collect import OFFERED_QUANTITIES, ReportInputError, load_attempts, load_plans, load_runs
+from .files import write_output
+from .stats import HEADLINE_RATES, StatsSettings
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,16 @@ def fmt_tokens(x: Any) -> str:
     return f"{int(v):,}" if v.is_integer() else f"{v:,.1f}"
 
 
+def fmt_pct(x: Any) -> str:
+    v = tables._num(x)
+    return "—" if v is None else f"{100 * v:.1f} %"
+
+
+def fmt_p(x: Any) -> str:
+    v = tables._num(x)
+    return "—" if v is None else f"{v:.3g}"
+
+
 def fmt_ratio(x: Any) -> str:
     v = tables._num(x)
     return "—" if v is None else f"{v:.2f}×"
@@ -137,6 +148,8 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = fmt_num
     env.filters["ratio"] = fmt_ratio
     env.filters["tokens"] = fmt_tokens
+    env.filters["pct"] = fmt_pct
+    env.filters["p"] = fmt_p
     return env
 
 
@@ -151,13 +164,34 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return [{k: _clean(v) for k, v in row.items()} for row in df.astype(object).to_dict("records")]
 
 
-def _suite_settings(config: dict | None, suite_name: str) -> dict | None:
-    if config is None:
+def _suite_settings(spec) -> dict | None:
+    """What the report states about the suite, from its resolved run spec."""
+    if spec is None:
         return None
-    suites = config.get("suites") or {}
-    if suite_name not in suites:
-        raise ReportInputError(f"unknown suite '{suite_name}' (known suites: {', '.join(sorted(suites))})")
-    return suites[suite_name]
+    s = spec.settings
+    about = spec.doc.get("about") or {}
+    return {
+        "description": about.get("description"), "backends": s["backends"], "workloads": s["workloads"],
+        "trials": s["trials"], "scale": s["scale"], "model": s["model"]["name"], "runtime": s["runtime"],
+        "device": s["device"], "gpus": s["gpus"], "gpu_sets": about.get("gpu_sets") or [],
+        "contract": s["contract"],
+    }
+
+
+def _check_spec(runs, spec) -> None:
+    """Every summary must come from evidence of this spec; name both hashes otherwise.
+
+    A run whose manifest is unreadable names no spec; it is shown, as invalid, under its run path.
+    """
+    if spec is None:
+        return
+    for r in runs:
+        named = r.summary.get("spec") if isinstance(r.summary.get("spec"), dict) else {}
+        unreadable = any(str(x).startswith(("manifest_missing", "manifest_corrupt", "evidence_dir_missing"))
+                         for x in r.summary.get("reasons") or [])
+        if named.get("hash") != spec.hash and not (unreadable and not named):
+            raise ReportInputError(f"summary {r.summary_path} is of spec hash {named.get('hash')}, but the report "
+                                   f"is rendered for spec {spec.id} (hash {spec.hash})")
 
 
 def _offered_figures(plans: dict, paths: list | None) -> dict[str, bytes]:
@@ -190,8 +224,20 @@ def _write_figures(runs, plans, workloads, backends, figures_dir: Path,
     return timeline, offered
 
 
-def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, workloads, backends,
-             tabs, timeline, offered_png) -> dict[str, Any]:
+def _grouped_stats(df: pd.DataFrame, keys: list[str]) -> list[dict]:
+    """Long statistics rows (one per rate) grouped into one row per key, rates as a dict."""
+    out: list[dict] = []
+    for rec in _records(df):
+        key = tuple(rec[k] for k in keys)
+        if not out or tuple(out[-1][k] for k in keys) != key:
+            out.append({**{k: rec[k] for k in keys}, **{k: rec.get(k) for k in ("trials", "valid_trials", "n",
+                        "n_baseline", "warnings", "noisy", "note", "baseline") if k in rec}, "rates": {}})
+        out[-1]["rates"][rec["rate"]] = rec
+    return out
+
+
+def _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, workloads, backends,
+             tabs, timeline, offered_png, attempts_index=None, stats_settings=None) -> dict[str, Any]:
     labels = dict(OFFERED_QUANTITIES)
     offered = []
     for w in workloads:
@@ -205,7 +251,7 @@ def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, 
         row["reason_list"] = [str(x) for x in r.summary.get("reasons") or []]
         row["report_problems"] = r.problems
     finished = [str(f) for r in runs if (f := tables.get(r.summary, "provenance", "finished_at"))]
-    workload_cfg = (config or {}).get("workloads") or {}
+    workload_desc = ((spec.doc.get("about") or {}).get("workload_descriptions") or {}) if spec else {}
     return {
         "suite": suite_name,
         "suite_settings": suite_settings,
@@ -214,7 +260,8 @@ def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, 
         "evidence_root_exists": evidence_root.is_dir(),
         "evidence_until": max(finished) if finished else None,
         "workloads": workloads,
-        "workload_desc": {w: (workload_cfg.get(w) or {}).get("description") for w in workloads},
+        "workload_desc": {w: workload_desc.get(w) for w in workloads},
+        "spec": spec.doc if spec is not None else None,
         "backends": backends,
         "contract": contract_context(runs, suite_settings),
         "headline": _records(tabs["headline"]),
@@ -226,34 +273,50 @@ def _context(suite_name, suite_settings, config, evidence_root, runs, attempts, 
         "offered": offered,
         "attempts": [a for a in attempts if a.failed_or_invalid],
         "n_attempts": len(attempts),
+        "attempts_index": str(attempts_index) if attempts_index else None,
         "rate_columns": tables.RATE_COLUMNS,
+        "stat_rates": HEADLINE_RATES,
+        "stats_settings": stats_settings,
+        "trial_stats": _grouped_stats(tabs["trial_stats"], ["workload", "backend"]),
+        "comparisons": _grouped_stats(tabs["comparisons"], ["workload", "backend"]),
+        "activity": _records(tabs["activity"]),
     }
 
 
 def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
-                  suite_name: str, config: dict | None = None, run_infra_paths=None, probe_paths=None,
-                  eval_summary_paths=(), offered_figure_paths: list | None = None) -> None:
+                  suite_name: str, spec=None, attempts_index=None, stats_settings=None,
+                  run_infra_paths=None, probe_paths=None, eval_summary_paths=(),
+                  offered_figure_paths: list | None = None) -> None:
     """Build the comparison report from summaries, offered plans and the evidence root.
 
-    `config` (the validated config dict) supplies the suite's description, its
-    configured contract and the backend/workload order; the first backend listed is
-    the baseline of the ratios. Without it, backends keep the order of the summaries.
+    `spec` (the suite's RunSpec) supplies the description, the configured contract,
+    the backend/workload order and the settings shown; every summary must be of its
+    hash. The first backend listed is the baseline of the ratios. Without a spec,
+    backends keep the order of the summaries. `attempts_index` (results/attempts.jsonl)
+    lists every attempt, failed ones included; nothing is re-scored. `stats_settings`
+    (report.stats.StatsSettings, default: its defaults) bounds the noise warnings.
     `run_infra_paths` / `probe_paths` (per-run infrastructure summaries, probe records)
     add the Infrastructure section (report/infra.py); without both it is left out.
     `offered_figure_paths` are the plan rule's offered-length figures, one per plan in
     the same order; without them the figures are drawn from the plans here.
     """
+    stats_settings = stats_settings or StatsSettings()
     t0 = time.monotonic()
     evidence_root = Path(evidence_root)
-    suite_settings = _suite_settings(config, suite_name)
+    if spec is not None and spec.suite_name != suite_name:
+        raise ReportInputError(f"spec {spec.id} is of suite {spec.suite_name!r}, not {suite_name!r}")
+    suite_settings = _suite_settings(spec)
 
     runs = load_runs(list(summary_paths), evidence_root)
     for r in runs:
         if r.summary.get("suite") not in (None, suite_name):
             raise ReportInputError(f"summary {r.summary_path} belongs to suite {r.summary.get('suite')!r}, "
                                    f"not {suite_name!r}")
+    _check_spec(runs, spec)
     plans = load_plans(list(plan_paths))
-    attempts = scan_attempts(evidence_root, {str(r.summary["run_id"]) for r in runs})
+    attempts, index_problems = load_attempts(Path(attempts_index) if attempts_index else None, evidence_root, runs)
+    for p in index_problems:
+        log.warning("%s", p)
 
     workloads = _order(list((suite_settings or {}).get("workloads") or []),
                        sorted({r.key[0] for r in runs} | set(plans)))
@@ -272,13 +335,16 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
         "attempts": tables.attempts_table(attempts),
         "offered": tables.offered_table(plans, workloads),
         "updates": tables.updates_table(runs),
+        "trial_stats": tables.trial_stats_table(runs, workloads, backends, stats_settings),
+        "comparisons": tables.comparisons_table(runs, workloads, backends, stats_settings),
+        "activity": tables.activity_table(runs),
     }
     tables.write_tables(tabs, Path(tables_dir))
     timeline, offered_png = _write_figures(runs, plans, workloads, backends, Path(figures_dir),
                                            _offered_figures(plans, offered_figure_paths))
 
-    context = _context(suite_name, suite_settings, config, evidence_root, runs, attempts, workloads, backends,
-                       tabs, timeline, offered_png)
+    context = _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, workloads, backends,
+                       tabs, timeline, offered_png, attempts_index, stats_settings)
     context["infra"] = None
     if run_infra_paths is not None or probe_paths is not None:
         from .infra import build_section

@@ -1,5 +1,5 @@
 """Gather what the report is made of: run summaries, their update timelines, offered
-plans, and every attempt under the evidence root.
+plans, and every attempt of the attempts index (rl_pipeline_bench.attempts).
 
 Nothing here computes a benchmark number: rates come from the contract code's
 summaries, and a broken evidence directory becomes a listed attempt, never a crash.
@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from ..attempts import Attempt, read_attempts, unindexed_dirs
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
 
@@ -44,33 +46,6 @@ class Run:
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.summary["workload"], self.summary["backend"], int(self.summary["trial"]))
-
-
-@dataclass
-class Attempt:
-    """One directory under the evidence root, judged by its manifest and its summary."""
-
-    name: str
-    status: str | None
-    valid: bool | None
-    reasons: list[str]
-    suite: str | None = None
-    backend: str | None = None
-    workload: str | None = None
-    trial: Any = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    error: str | None = None
-    in_report: bool = False
-
-    @property
-    def error_not_in_reasons(self) -> bool:
-        """The manifest's error text, when no reason already quotes it."""
-        return bool(self.error) and not any(str(self.error) in r for r in self.reasons)
-
-    @property
-    def failed_or_invalid(self) -> bool:
-        return self.status != "completed" or self.valid is not True
 
 
 def load_summary(path: Path | str) -> dict[str, Any]:
@@ -153,54 +128,24 @@ def load_runs(summary_paths: list[Path | str], evidence_root: Path) -> list[Run]
     return runs
 
 
-def _summarize_safely(path: Path) -> dict[str, Any]:
-    from ..contract import summarize
-
-    try:
-        return summarize(path)
-    except Exception as exc:  # a corrupt directory must be listed, not crash the report
-        return {"status": None, "valid": False,
-                "reasons": [f"summarize_error: {type(exc).__name__}: {exc}"]}
-
-
-def _read_manifest(path: Path) -> tuple[dict | None, str | None]:
-    f = path / "manifest.json"
-    try:
-        m = json.loads(f.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None, "manifest_missing: manifest.json not found"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"manifest_unreadable: {exc}"
-    if not isinstance(m, dict):
-        return None, f"manifest_unreadable: holds a {type(m).__name__}, not an object"
-    return m, None
-
-
-def scan_attempts(evidence_root: Path, reported_run_ids: set[str]) -> list[Attempt]:
-    """Every directory under the evidence root, sorted by name (run ids sort by time)."""
-    if not evidence_root.is_dir():
-        return []
-    attempts = []
-    for d in sorted(p for p in evidence_root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        manifest, manifest_problem = _read_manifest(d)
-        summary = _summarize_safely(d)
-        reasons = [str(r) for r in (summary.get("reasons") or [])]
-        if manifest_problem and not any(r.startswith("manifest") for r in reasons):
-            reasons.insert(0, manifest_problem)
-        m = manifest or {}
-        status = m.get("status") if manifest is not None else None
-        valid = summary.get("valid")
-        attempts.append(Attempt(
-            name=d.name,
-            status=status if isinstance(status, str) else None,
-            valid=valid if isinstance(valid, bool) else None,
-            reasons=reasons,
-            suite=m.get("suite"), backend=m.get("backend"), workload=m.get("workload"),
-            trial=m.get("trial"), started_at=m.get("started_at"), finished_at=m.get("finished_at"),
-            error=m.get("error"),
-            in_report=d.name in reported_run_ids,
-        ))
-    return attempts
+def load_attempts(index: Path | None, evidence_root: Path, runs: list[Run]) -> tuple[list[Attempt], list[str]]:
+    """Every attempt: the attempts index, the report's own runs judged by their summaries
+    (once: the same verdict as the headline table), and any evidence directory the index
+    lacks (by name only). Nothing is re-scored. Returns (attempts sorted by run id, problems)."""
+    found, problems = read_attempts(index) if index is not None else ([], [])
+    by_id = {a.name: a for a in found}
+    for r in runs:
+        s = r.summary
+        a = by_id.setdefault(str(s["run_id"]), Attempt(name=str(s["run_id"]), status=None, valid=None, reasons=[]))
+        a.in_report = True
+        a.valid = s["valid"] if isinstance(s["valid"], bool) else None
+        a.reasons = [str(x) for x in s.get("reasons") or []]
+        a.status = s.get("status") if isinstance(s.get("status"), str) else a.status
+        a.suite, a.backend, a.workload, a.trial = s.get("suite"), s["backend"], s["workload"], s["trial"]
+    for name in unindexed_dirs(evidence_root, set(by_id)):
+        by_id[name] = Attempt(name=name, status=None, valid=None, reasons=[
+            f"not_indexed: the directory is not in {index or 'the attempts index'} (not made by `bench run`)"])
+    return [by_id[k] for k in sorted(by_id)], problems
 
 
 def load_plans(plan_paths: list[Path | str]) -> dict[str, pd.DataFrame]:

@@ -14,7 +14,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .collect import OFFERED_QUANTITIES, Attempt, Run, offered_lengths
+from ..attempts import Attempt
+from .collect import OFFERED_QUANTITIES, Run, offered_lengths
 from .files import write_output
 
 FLOAT_FORMAT = "%.6f"
@@ -216,6 +217,85 @@ def headline_table(runs: list[Run], workloads: list[str], backends: list[str]) -
     return _frame(rows, cols, ["trials", "valid_trials"])
 
 
+def _cells(runs: list[Run], workloads: list[str], backends: list[str]):
+    """(workload, backend, all runs, valid runs) for every cell that has runs."""
+    for w in workloads:
+        for b in backends:
+            cell = [r for r in runs if r.key[0] == w and r.key[1] == b]
+            if cell:
+                yield w, b, cell, [r for r in cell if r.summary["valid"] is True]
+
+
+def _rate_values(cell: list[Run], column: str) -> list[float | None]:
+    path = dict(RATE_FIELDS)[column]
+    return [_num(get(r.summary, *path)) for r in cell]
+
+
+def trial_stats_table(runs: list[Run], workloads: list[str], backends: list[str], settings) -> pd.DataFrame:
+    """Per workload x backend x headline rate: trials, valid trials, mean, std, CV, bootstrap CI, warnings."""
+    from . import stats
+
+    rows = []
+    for w, b, cell, valid in _cells(runs, workloads, backends):
+        described = {c: stats.describe(_rate_values(valid, c), settings) for c, _ in stats.HEADLINE_RATES}
+        warnings = stats.noise_warnings(len(valid), {label: described[c]["cv"] for c, label in stats.HEADLINE_RATES},
+                                        settings)
+        for c, label in stats.HEADLINE_RATES:
+            d = described[c]
+            rows.append({
+                "workload": w, "backend": b, "rate": c, "label": label, "trials": len(cell),
+                "valid_trials": len(valid), "mean": d["mean"], "std": d["std"], "cv": d["cv"],
+                "ci_low": d["ci_low"], "ci_high": d["ci_high"], "confidence": settings.confidence,
+                "noisy": bool(warnings), "warnings": " | ".join(warnings),
+            })
+    cols = ["workload", "backend", "rate", "label", "trials", "valid_trials", "mean", "std", "cv", "ci_low",
+            "ci_high", "confidence", "noisy", "warnings"]
+    return _frame(rows, cols, ["trials", "valid_trials"])
+
+
+def comparisons_table(runs: list[Run], workloads: list[str], backends: list[str], settings) -> pd.DataFrame:
+    """Each backend against the baseline (first backend), per workload and headline rate, over valid trials."""
+    from . import stats
+
+    rows = []
+    if len(backends) >= 2:
+        base = backends[0]
+        cells = {(w, b): valid for w, b, _cell, valid in _cells(runs, workloads, backends)}
+        for w in workloads:
+            if (w, base) not in cells:
+                continue
+            for b in backends[1:]:
+                if (w, b) not in cells:
+                    continue
+                for c, label in stats.HEADLINE_RATES:
+                    d = stats.compare(_rate_values(cells[(w, b)], c), _rate_values(cells[(w, base)], c), settings)
+                    note = "" if d["p_value"] is not None else "rank test needs at least 2 valid trials per backend"
+                    rows.append({"workload": w, "backend": b, "baseline": base, "rate": c, "label": label, **d,
+                                 "confidence": settings.confidence, "note": note})
+    cols = ["workload", "backend", "baseline", "rate", "label", "n", "n_baseline", "ratio", "ci_low", "ci_high",
+            "confidence", "mannwhitney_u", "p_value", "note"]
+    return _frame(rows, cols, ["n", "n_baseline"])
+
+
+def activity_table(runs: list[Run]) -> pd.DataFrame:
+    """Per run: the rollout's activity in the headline window and the summary's warnings."""
+    rows = []
+    for r in runs:
+        s = r.summary
+        a = get(s, "rollout", "headline") or {}
+        rows.append({
+            "workload": s["workload"], "backend": s["backend"], "trial": int(s["trial"]), "run_id": s["run_id"],
+            "valid": bool(s["valid"]), "headline_window_s": _num(get(s, "e2e", "headline", "window_s")),
+            "busy_share": _num(a.get("busy_share")), "calls_finished": a.get("calls_finished"),
+            "calls_started": a.get("calls_started"), "in_flight_at_end": a.get("in_flight_at_end"),
+            "idle_tail_s": _num(a.get("idle_tail_s")),
+            "warnings": " | ".join(str(x) for x in s.get("warnings") or []),
+        })
+    cols = ["workload", "backend", "trial", "run_id", "valid", "headline_window_s", "busy_share", "calls_finished",
+            "calls_started", "in_flight_at_end", "idle_tail_s", "warnings"]
+    return _frame(rows, cols, ["trial", "calls_finished", "calls_started"])
+
+
 def ratios_table(headline: pd.DataFrame, workloads: list[str], backends: list[str]) -> pd.DataFrame:
     """Each backend's rates divided by the first listed backend's, per workload."""
     rows = []
@@ -240,13 +320,13 @@ def ratios_table(headline: pd.DataFrame, workloads: list[str], backends: list[st
 
 def attempts_table(attempts: list[Attempt]) -> pd.DataFrame:
     rows = [{
-        "run_id": a.name, "suite": a.suite, "backend": a.backend, "workload": a.workload,
+        "run_id": a.name, "suite": a.suite, "spec": a.spec, "backend": a.backend, "workload": a.workload,
         "trial": "" if a.trial is None else str(a.trial), "status": a.status or "unreadable", "valid": a.valid,
         "failed_or_invalid": a.failed_or_invalid, "in_report": a.in_report,
         "started_at": a.started_at, "finished_at": a.finished_at, "error": a.error,
         "reasons": "; ".join(a.reasons),
     } for a in attempts]
-    cols = ["run_id", "suite", "backend", "workload", "trial", "status", "valid", "failed_or_invalid",
+    cols = ["run_id", "suite", "spec", "backend", "workload", "trial", "status", "valid", "failed_or_invalid",
             "in_report", "started_at", "finished_at", "error", "reasons"]
     return pd.DataFrame(rows, columns=cols)
 

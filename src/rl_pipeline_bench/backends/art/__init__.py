@@ -7,7 +7,7 @@ so this package (and the registry) imports without openpipe-art.
 from __future__ import annotations
 
 from ..descriptor import framework_backend
-from .contract import REASON_CODES, TOPOLOGY, autotuner_reasons
+from .contract import MAX_POLICY_AGE, REASON_CODES, TOPOLOGY, autotuner_reasons
 
 
 def run(ctx) -> None:
@@ -37,6 +37,7 @@ BACKEND = framework_backend(
     models=("Qwen/Qwen3.5-35B-A3B",),
     trainer_ranks=trainer_ranks,
     native_support=support_native_config,
+    staleness_limit=lambda config, suite: MAX_POLICY_AGE,
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("openpipe-art", "vllm", "megatron-core"),

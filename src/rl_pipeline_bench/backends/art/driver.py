@@ -19,7 +19,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from ...rollout import run_trajectory, synthetic_reward
+from ...rollout import evidence_rows, run_trajectory, synthetic_reward
 from ...topology import preflight
 from . import metrics
 from .config import build_art_config
@@ -152,7 +152,7 @@ def run(ctx) -> None:
                 clock=writer.clock, policy_version=lambda: trainer.state.policy_version,
                 template_defaults=None,  # ART's client merges the internal config's chat-template kwargs
             )
-            writer.add_calls([c.as_row() for c in result.calls])
+            writer.add_calls(evidence_rows(result.calls, ctx.trained_updates))
             traj = int(t_rows["trajectory"].iloc[0])
             return art.Trajectory(messages_and_choices=result.messages_and_choices,
                                   reward=synthetic_reward(traj, ctx.spec.group_size))

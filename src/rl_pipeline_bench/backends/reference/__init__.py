@@ -38,6 +38,11 @@ def trainer_ranks(suite) -> list[int]:
     return [0]
 
 
+def staleness_limit(config, suite) -> int:
+    """Versions the rollout may run ahead of the trainer (`reference.max_policy_age`)."""
+    return int(config["reference"]["max_policy_age"])
+
+
 def preload() -> None:
     """Import torch/transformers/peft before the run's clock starts (the runner calls this)."""
     from . import pipeline  # noqa: F401
@@ -48,6 +53,7 @@ BACKEND = Backend(
     summary="embedded asynchronous RL pipeline on a tiny Qwen3-MoE (CPU or CUDA, any machine)",
     run=run,
     trainer_ranks=trainer_ranks,
+    staleness_limit=staleness_limit,
     config_schema=CONFIG_SCHEMA,
     preload=preload,
 )

@@ -3,7 +3,10 @@
 The rollout thread generates the plan's groups in (update, group) order on its own
 policy copy, at most `max_policy_age` versions ahead of the trainer. The trainer thread
 trains update u once all of u's groups are generated, publishes the adapter in flight
-(between rollout calls), and records the update. Evidence goes only through ctx.writer.
+(between rollout calls), and records the update. The plan offers updates beyond the
+N trained ones, so the rollout is still generating when update N completes; then it
+stops at its next call boundary and everything it made past N goes into the evidence
+as not accepted. Evidence goes only through ctx.writer.
 """
 
 from __future__ import annotations
@@ -64,7 +67,11 @@ def run(ctx) -> None:
     ref = ctx.config["reference"]
     torch.set_num_threads(int(ref["torch_threads"]))
     snapshot = _snapshot_path(ctx.model)
-    expected = _check_plan(ctx.plan)
+    offered = _check_plan(ctx.plan)
+    n = int(ctx.trained_updates)
+    if max(offered) < n:
+        raise ReferenceBackendError(f"offered plan has {max(offered)} updates, the run trains {n}")
+    expected = {u: groups for u, groups in offered.items() if u <= n}
     rollout_dev, trainer_dev = policy.pick_devices(ctx.device)
     log = ctx.log
     log.info("reference backend: snapshot %s, rollout on %s, trainer on %s, torch threads %d",
@@ -136,8 +143,12 @@ def run(ctx) -> None:
                 board.halt()
         return target
 
+    def train_then_stop_rollout() -> None:
+        trainer.run()
+        board.halt()  # update N is complete: the rollout stops at its next call boundary
+
     threads = [threading.Thread(target=guarded(rollout.run), name="rollout", daemon=True),
-               threading.Thread(target=guarded(trainer.run), name="trainer", daemon=True)]
+               threading.Thread(target=guarded(train_then_stop_rollout), name="trainer", daemon=True)]
     for t in threads:
         t.start()
     try:
@@ -150,14 +161,15 @@ def run(ctx) -> None:
             t.join(timeout=30)
         _record_unconsumed(ctx, rollout, trainer, channel)
         raise
+    _record_unconsumed(ctx, rollout, trainer, channel)
     if errors:
-        _record_unconsumed(ctx, rollout, trainer, channel)
         raise errors[0]
     ctx.writer.flush()
 
 
 def _record_unconsumed(ctx, rollout: RolloutWorker, trainer: Trainer, channel: "queue.Queue[GroupResult]") -> None:
-    """Calls that were generated but never trained on still go into the evidence, as not accepted."""
+    """Calls that were generated but never trained on still go into the evidence, as not accepted:
+    after a failure, and after success for the work offered beyond the last trained update."""
     rows = [row for g in trainer.holding for row in g.call_rows(False)]
     while True:
         try:

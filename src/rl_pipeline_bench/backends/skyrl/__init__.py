@@ -7,7 +7,7 @@ so this package (and the registry) imports without skyrl.
 from __future__ import annotations
 
 from ..descriptor import framework_backend
-from .contract import SUITE_SCHEMA, TOPOLOGY, batch_problems, variant
+from .contract import STALENESS, SUITE_SCHEMA, TOPOLOGY, batch_problems, variant
 
 
 def run(ctx) -> None:
@@ -37,6 +37,7 @@ BACKEND = framework_backend(
     models=("Qwen/Qwen3.5-35B-A3B",),
     trainer_ranks=trainer_ranks,
     native_support=support_native_config,
+    staleness_limit=lambda config, suite: STALENESS,
     suite_checks=(batch_problems,),
     packages=("skyrl", "skyrl-train", "vllm", "megatron-core"),
     suite_schema=SUITE_SCHEMA,

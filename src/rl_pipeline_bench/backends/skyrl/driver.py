@@ -18,7 +18,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from ...rollout import default_extra_body, run_trajectory, synthetic_reward
+from ...rollout import default_extra_body, evidence_rows, run_trajectory, synthetic_reward
 from ...topology import preflight
 from . import metrics
 from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
@@ -170,7 +170,7 @@ def run(ctx) -> None:
                 clock=writer.clock, policy_version=step, group_size=group_size,
             )
             for res in results:
-                writer.add_calls([c.as_row() for c in res.calls])
+                writer.add_calls(evidence_rows(res.calls, ctx.trained_updates))
             out["trajectory_ids"] = input_batch.get("trajectory_ids")
             return out
 

@@ -1,0 +1,192 @@
+"""The attempts index: one JSON line per event of every benchmark attempt (results/attempts.jsonl).
+
+The runner appends `started` when it has created an evidence directory and `finished`
+when the run ended (completed or failed); the summarize_run rule appends `summarized`
+with the contract's verdict. Appends are atomic (one write of one line under an
+exclusive lock, then fsync), so concurrent runs never interleave and a crash loses at
+most the line being written. The report reads this file instead of re-scoring every
+evidence directory, and because the file is a report input, a new attempt (a failed
+one too) makes the report out of date by itself.
+
+This module is the index's only reader and writer; the format is in docs/run-spec.md.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+EVENT_SCHEMA = "rl-bench/attempt-event/v1"
+INDEX_NAME = "attempts.jsonl"
+EVENTS = ("started", "finished", "summarized")
+
+
+def index_for(evidence_root: Path | str) -> Path:
+    """The index beside an evidence root: results/evidence -> results/attempts.jsonl."""
+    return Path(evidence_root).parent / INDEX_NAME
+
+
+def append_event(index: Path | str, event: str, run_id: str, **fields: Any) -> None:
+    """Append one event line atomically (exclusive flock, single write, fsync)."""
+    if event not in EVENTS:
+        raise ValueError(f"unknown attempt event {event!r} (known: {', '.join(EVENTS)})")
+    record = {"schema": EVENT_SCHEMA, "event": event, "run_id": str(run_id), **fields}
+    data = (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode("utf-8")
+    index = Path(index)
+    index.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def started_fields(manifest: dict[str, Any], evidence_dir: Path | str) -> dict[str, Any]:
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    return {
+        "suite": manifest.get("suite"), "spec": spec.get("id"), "backend": manifest.get("backend"),
+        "workload": manifest.get("workload"), "trial": manifest.get("trial"),
+        "started_at": manifest.get("started_at"), "evidence_dir": str(evidence_dir),
+    }
+
+
+def error_gist(error: Any) -> str | None:
+    """The line of an error text that names it (a traceback's last line), at most 300 characters."""
+    lines = [ln.strip() for ln in str(error or "").splitlines() if ln.strip()]
+    if not lines:
+        return None
+    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:300]
+
+
+@dataclass
+class Attempt:
+    """One benchmark attempt as the index (and, for reported runs, its summary) says."""
+
+    name: str
+    status: str | None
+    valid: bool | None
+    reasons: list[str]
+    suite: str | None = None
+    backend: str | None = None
+    workload: str | None = None
+    trial: Any = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    in_report: bool = False
+    spec: str | None = None
+    evidence_dir: str | None = None
+
+    @property
+    def error_not_in_reasons(self) -> bool:
+        """The manifest's error text, when no reason already quotes it."""
+        return bool(self.error) and not any(str(self.error) in r for r in self.reasons)
+
+    @property
+    def failed_or_invalid(self) -> bool:
+        return self.status != "completed" or self.valid is False
+
+
+def read_events(index: Path | str) -> tuple[list[dict[str, Any]], list[str]]:
+    """All event records, and a problem line for each line that is not one (a torn last line)."""
+    index = Path(index)
+    if not index.exists():
+        return [], []
+    events, problems = [], []
+    with index.open("r", encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                problems.append(f"{index} line {n} is not a JSON event (ignored)")
+                continue
+            if not isinstance(record, dict) or record.get("schema") != EVENT_SCHEMA or not record.get("run_id"):
+                problems.append(f"{index} line {n} is not an {EVENT_SCHEMA} event (ignored)")
+                continue
+            events.append(record)
+    return events, problems
+
+
+_IDENTITY = ("suite", "spec", "backend", "workload", "trial", "started_at", "evidence_dir")
+
+
+def fold(events: Iterable[dict[str, Any]]) -> dict[str, Attempt]:
+    """Attempts by run id; later events of a run override earlier ones."""
+    out: dict[str, Attempt] = {}
+    for e in events:
+        a = out.setdefault(e["run_id"], Attempt(name=e["run_id"], status="running", valid=None, reasons=[]))
+        for k in _IDENTITY:
+            if e.get(k) is not None:
+                setattr(a, k, e[k])
+        if e["event"] == "started" and e.get("status"):
+            a.status = e["status"]
+        elif e["event"] == "finished":
+            a.status = e.get("status")
+            a.finished_at = e.get("finished_at")
+            a.error = e.get("error")
+        elif e["event"] == "summarized":
+            a.valid = e.get("valid") if isinstance(e.get("valid"), bool) else None
+            a.reasons = [str(r) for r in e.get("reasons") or []]
+    return out
+
+
+def read_attempts(index: Path | str) -> tuple[list[Attempt], list[str]]:
+    """Every attempt of the index, sorted by run id (run ids sort by start time), and read problems."""
+    events, problems = read_events(index)
+    attempts = fold(events)
+    return [attempts[k] for k in sorted(attempts)], problems
+
+
+def _manifest_event(directory: Path) -> tuple[dict[str, Any], str | None]:
+    try:
+        m = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, "manifest_missing: manifest.json not found"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {}, f"manifest_corrupt: {exc}"
+    if not isinstance(m, dict):
+        return {}, f"manifest_corrupt: holds a {type(m).__name__}, not an object"
+    return m, None
+
+
+def seed_index(evidence_root: Path | str, index: Path | str) -> int:
+    """Index the evidence directories the index lacks (evidence older than the index): manifests only.
+
+    Nothing is re-scored; returns the number of directories added. Idempotent.
+    """
+    root = Path(evidence_root)
+    known = {a.name for a in read_attempts(index)[0]}
+    n = 0
+    for name in unindexed_dirs(root, known):
+        d = root / name
+        manifest, problem = _manifest_event(d)
+        append_event(index, "started", d.name, **started_fields(manifest, d), seeded=True)
+        status = manifest.get("status") if isinstance(manifest.get("status"), str) else None
+        if problem or status in ("completed", "failed"):
+            append_event(index, "finished", d.name, status=status, finished_at=manifest.get("finished_at"),
+                         error=problem or error_gist(manifest.get("error")), seeded=True)
+        n += 1
+    return n
+
+
+def unindexed_dirs(evidence_root: Path | str, indexed: set[str]) -> list[str]:
+    """Evidence directories the index does not know (made outside the runner): names only, nothing read."""
+    root = Path(evidence_root)
+    if not root.is_dir():
+        return []
+    with os.scandir(root) as it:
+        return sorted(e.name for e in it if e.is_dir() and not e.name.startswith(".") and e.name not in indexed)
+
+
+__all__ = ["Attempt", "append_event", "error_gist", "fold", "index_for", "read_attempts", "read_events",
+           "seed_index", "started_fields", "unindexed_dirs"]

@@ -1,0 +1,46 @@
+"""`bench attempts seed|list`: the attempts index (results/attempts.jsonl, rl_pipeline_bench.attempts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _seed(args: argparse.Namespace) -> int:
+    from ..attempts import seed_index
+
+    n = seed_index(args.evidence_root, args.output)
+    print(f"{args.output}: {n} evidence director{'y' if n == 1 else 'ies'} the index lacked added (nothing re-scored)")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ..attempts import read_attempts
+
+    found, problems = read_attempts(args.index)
+    if args.json:
+        print(json.dumps([asdict(a) for a in found], indent=2))
+    else:
+        for a in found:
+            verdict = "not judged" if a.valid is None else ("valid" if a.valid else "INVALID")
+            print(f"{a.name}  {a.status or '?'}  {verdict}  {a.spec or a.suite or '?'}"
+                  f"  {a.backend or '?'}/{a.workload or '?'}/trial{a.trial if a.trial is not None else '?'}")
+    for p in problems:
+        print(f"bench attempts: {p}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("attempts", help="the attempts index: seed it from existing evidence, list it")
+    sub = p.add_subparsers(dest="attempts_command", required=True, metavar="ACTION")
+    s = sub.add_parser("seed", help="add evidence directories the index lacks (evidence older than the index)")
+    s.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
+    s.add_argument("--output", type=Path, default=Path("results/attempts.jsonl"))
+    s.set_defaults(func=_seed)
+    ls = sub.add_parser("list", help="every attempt: status, verdict, spec, backend/workload/trial")
+    ls.add_argument("--index", type=Path, default=Path("results/attempts.jsonl"))
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=_list)

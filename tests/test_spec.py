@@ -1,0 +1,136 @@
+"""The resolved run spec: what it holds, what its hash covers, and how a mismatch is refused."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from rl_pipeline_bench.cli import main as bench
+from rl_pipeline_bench.config import get_suite, load_config
+from rl_pipeline_bench.spec import (
+    SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
+)
+
+
+@pytest.fixture()
+def config():
+    return copy.deepcopy(load_config())
+
+
+def _hash(config, suite="smoke"):
+    return build_spec(config, suite)["hash"]
+
+
+def test_spec_holds_every_resolved_setting(config):
+    doc = build_spec(config, "smoke")
+    s = doc["settings"]
+    assert doc["id"] == f"smoke-{doc['hash']}" and len(doc["hash"]) == 12
+    assert s["suite"] == "smoke" and s["backends"] == ["reference"] and s["trials"] == 1
+    assert s["seed"] == config["seed"] and s["scale"] == 0.02
+    assert s["workload_scale"] == {w: 0.02 for w in s["workloads"]}
+    assert {k: v for k, v in s["model"].items() if k != "build_config_sha256"} == {
+        "name": "reference-tiny-qwen3moe", **config["models"]["reference-tiny-qwen3moe"]}
+    assert len(s["model"]["build_config_sha256"]) == 64
+    assert s["contract"] == {**config["suites"]["smoke"]["contract"], "extra_offered_updates": 4}
+    assert set(s["workload_distributions"]) == set(s["workloads"])
+    assert "description" not in s["workload_distributions"]["multi_turn"]
+    assert s["backend_settings"] == {"reference": config["reference"]}
+    assert doc["about"]["description"].startswith("Embedded reference backend")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda c: c["suites"]["smoke"].update(scale=0.03),
+    lambda c: c["suites"]["smoke"].update(trials=2),
+    lambda c: c["suites"]["smoke"]["contract"].update(measured_updates=14),
+    lambda c: c["suites"]["smoke"]["contract"].update(extra_offered_updates=0),
+    lambda c: c.update(seed=1),
+    lambda c: c["workloads"]["tool_history"]["completion_tokens"][1].__setitem__(1, 65),
+    lambda c: c["reference"].update(learning_rate=2e-4),
+    lambda c: c["suites"]["smoke"].update(workload_scale={"tool_history": 0.5}),
+], ids=["scale", "trials", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale"])
+def test_settings_that_change_the_work_change_the_hash(config, edit):
+    before = _hash(config)
+    edit(config)
+    assert _hash(config) != before
+
+
+@pytest.mark.parametrize("edit", [
+    lambda c: c["suites"]["smoke"].update(description="other words"),
+    lambda c: c["workloads"]["tool_history"].update(description="other words"),
+    lambda c: c["suites"]["comparison"].update(scale=0.5),
+    lambda c: c.update(hf_cache="/elsewhere"),
+], ids=["description", "workload-description", "other-suite", "hf-cache"])
+def test_settings_that_do_not_change_the_work_keep_the_hash(config, edit):
+    before = _hash(config)
+    edit(config)
+    assert _hash(config) == before
+
+
+def test_a_workload_outside_the_suite_is_not_hashed(config):
+    config["suites"]["smoke"]["workloads"] = ["multi_turn"]
+    before = _hash(config)
+    config["workloads"]["tool_history"]["group_size"] = 2
+    assert _hash(config) == before
+
+
+def test_as_config_round_trips_the_suite(config):
+    spec = check_spec(build_spec(config, "comparison"))
+    rebuilt = spec.as_config()
+    assert list(rebuilt["suites"]) == ["comparison"]
+    assert get_suite(rebuilt, "comparison")["gpu_sets"] == config["suites"]["comparison"]["gpu_sets"]
+    again = check_spec(build_spec(rebuilt, "comparison"))
+    assert again.doc == spec.doc
+
+
+def test_edited_spec_file_is_refused_naming_both_hashes(config, tmp_path):
+    spec = write_spec(build_spec(config, "smoke"), tmp_path / f"{_hash(config)}.json")
+    doc = json.loads(spec.path.read_text())
+    doc["settings"]["trials"] = 5
+    spec.path.write_text(json.dumps(doc))
+    with pytest.raises(SpecError) as e:
+        load_spec(spec.path)
+    assert doc["hash"] in str(e.value) and settings_hash(doc["settings"]) in str(e.value)
+
+
+def test_spec_file_named_for_another_hash_is_refused(config, tmp_path):
+    doc = build_spec(config, "smoke")
+    wrong = tmp_path / "smoke-0123456789ab.json"
+    wrong.write_text(json.dumps(doc))
+    with pytest.raises(SpecError, match=f"0123456789ab.*{doc['hash']}"):
+        load_spec(wrong)
+    with pytest.raises(SpecError, match="refusing"):
+        write_spec(doc, wrong)
+
+
+def test_evidence_of_another_spec_is_refused(config):
+    spec = check_spec(build_spec(config, "smoke"))
+    check_evidence_spec({"spec": {"hash": spec.hash}}, spec, "evidence X")
+    with pytest.raises(SpecError, match=f"spec hash feedfeedfeed.*{spec.hash}"):
+        check_evidence_spec({"spec": {"hash": "feedfeedfeed"}}, spec, "evidence X")
+    with pytest.raises(SpecError, match="no spec hash"):
+        check_evidence_spec({}, spec, "evidence X")
+
+
+def test_cli_write_check_show(config, tmp_path, capsys):
+    doc = build_spec(config, "smoke")
+    out = tmp_path / f"{doc['id']}.json"
+    assert bench(["spec", "write", "--doc", json.dumps(doc), "--output", str(out)]) == 0
+    assert bench(["spec", "check", str(out)]) == 0
+    assert bench(["spec", "show", "--suite", "smoke"]) == 0
+    assert json.loads(capsys.readouterr().out.split("\n", 2)[-1])["id"] == doc["id"]
+    doc["hash"] = "0" * 12
+    assert bench(["spec", "write", "--doc", json.dumps(doc), "--output", str(tmp_path / "x.json")]) == 2
+    assert "hash to" in capsys.readouterr().err
+
+
+def test_a_local_models_build_config_content_is_hashed(config, tmp_path):
+    from rl_pipeline_bench.paths import ROOT
+
+    build = tmp_path / "model.yaml"
+    build.write_text((ROOT / config["models"]["reference-tiny-qwen3moe"]["build_config"]).read_text())
+    config["models"]["reference-tiny-qwen3moe"]["build_config"] = str(build)
+    before = _hash(config)
+    build.write_text(build.read_text().replace("init_std: 0.02", "init_std: 0.03"))
+    assert _hash(config) != before

@@ -1,0 +1,118 @@
+"""Overrides reach every job, settings-keyed targets, and no re-run of finished benchmarks.
+
+The real workflow in a scratch copy, kept cheap: one workload (tool_history) at a tiny
+scale and a short contract (2 warmup + 3 measured updates), two trials. `--configfile` overrides `trials` and `scale` of the smoke suite;
+every job must run under that override (the bug this guards against: `bench run`
+re-read config.yaml and refused trial 2). Then `scale` is edited: new run directories
+appear under a new spec hash and the old ones stay; the first settings again find
+their finished runs and run nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from workflow_copy import copy_repo, snakemake, spec_id
+from workflow_copy import scheduled_jobs as jobs
+
+OVERRIDE = ("suites:\n  smoke:\n    workloads: [tool_history]\n    trials: {trials}\n    scale: {scale}\n"
+            "    contract: {{warmup_updates: 2, measured_updates: 3, headline_updates: 2}}\n")
+FIRST = {"trials": 2, "scale": 0.01}
+
+
+def _override(workdir: Path, name: str, **settings) -> Path:
+    path = workdir / name
+    path.write_text(OVERRIDE.format(**settings))
+    return path
+
+
+@pytest.fixture(scope="module")
+def override_run(tmp_path_factory):
+    workdir = copy_repo(tmp_path_factory.mktemp("spec-pipeline") / "repo")
+    first = _override(workdir, "first.yaml", **FIRST)
+    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(first))
+    assert proc.returncode == 0, "override pipeline failed"
+    return workdir, first, spec_id(workdir, configfile=first), proc
+
+
+def _evidence(workdir: Path) -> list[str]:
+    return sorted(p.name for p in (workdir / "results" / "evidence").iterdir() if p.is_dir())
+
+
+def test_every_job_uses_the_override(override_run):
+    workdir, _first, spec, proc = override_run
+    default = spec_id(workdir)
+    assert spec != default and spec.startswith("smoke-")
+    doc = json.loads((workdir / f"results/specs/{spec}.json").read_text())
+    assert doc["settings"]["trials"] == 2 and doc["settings"]["workload_scale"] == {"tool_history": 0.01}
+    # the plan, both trials' runs, their summaries and the report all ran under the override's spec
+    from rl_pipeline_bench.workloads import read_plan_meta
+
+    meta = read_plan_meta(workdir / f"results/workloads/{spec}/tool_history.parquet")
+    assert meta["spec_hash"] == doc["hash"] and meta["spec"]["scale"] == 0.01
+    for trial in (1, 2):
+        run = workdir / f"results/runs/{spec}/reference/tool_history/trial{trial}"
+        record = json.loads((run / "run.json").read_text())
+        manifest = json.loads((workdir / record["evidence_dir"] / "manifest.json").read_text())
+        assert manifest["trial"] == trial and manifest["scale"] == 0.01 and manifest["spec"]["hash"] == doc["hash"]
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["valid"], summary["reasons"]
+        assert summary["spec"]["id"] == spec
+    shell = [ln.split("Shell command: ", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines()
+             if "Shell command: " in ln]
+    steps = [step.strip() for ln in shell for step in ln.split("&&") if "bench " in step]
+    seen = {step.split()[1] for step in steps}
+    assert {"write-plan", "preflight", "run", "summarize-run", "report"} <= seen, seen
+    for step in steps:
+        if step.startswith("bench spec write"):
+            assert f"--output results/specs/{spec}.json" in step, step
+            continue
+        assert f"--spec results/specs/{spec}.json" in step, step
+        assert "config.yaml" not in step, step
+    head = pd.read_csv(workdir / "reports/tables/headline.csv")
+    assert head[["workload", "trials", "valid_trials"]].values.tolist() == [["tool_history", 2, 2]]
+    assert spec in (workdir / "reports/comparison.html").read_text()
+
+
+def test_report_judges_the_trials_and_the_window(override_run):
+    workdir, _first, _spec, _proc = override_run
+    stats = pd.read_csv(workdir / "reports/tables/trial_stats.csv")
+    row = stats[stats.rate == "headline_trajectories_per_s"].iloc[0]
+    assert row.valid_trials == 2 and row.ci_low <= row["mean"] <= row.ci_high and row.cv >= 0
+    assert "few_valid_trials" in row.warnings  # 2 < statistics.min_trials
+    activity = pd.read_csv(workdir / "reports/tables/activity.csv")
+    assert len(activity) == 2 and (activity.busy_share > 0).all() and (activity.calls_finished > 0).all()
+    html = (workdir / "reports/comparison.html").read_text()
+    for anchor in ("trials", "activity"):
+        assert f'<section id="{anchor}">' in html
+
+
+def test_identical_settings_never_rerun(override_run):
+    workdir, first, _spec, _proc = override_run
+    before = _evidence(workdir)
+    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(first))
+    assert proc.returncode == 0
+    assert "run_benchmark" not in jobs(proc) and "workload_plan" not in jobs(proc)
+    assert _evidence(workdir) == before
+
+
+def test_edited_scale_makes_new_runs_and_keeps_old_ones(override_run):
+    workdir, first, spec, _proc = override_run
+    before = _evidence(workdir)
+    old_runs = {p: p.read_bytes() for p in (workdir / f"results/runs/{spec}").rglob("*.json")}
+    edited = _override(workdir, "edited.yaml", **{**FIRST, "scale": 0.012})
+    new_spec = spec_id(workdir, configfile=edited)
+    assert new_spec != spec
+    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(edited))
+    assert proc.returncode == 0
+    assert "run_benchmark" in jobs(proc)
+    after = _evidence(workdir)
+    assert set(before) < set(after) and len(after) == len(before) + 2
+    assert {p: p.read_bytes() for p in old_runs} == old_runs, "runs of the old spec must be kept untouched"
+    for trial in (1, 2):
+        record = json.loads((workdir / f"results/runs/{new_spec}/reference/tool_history/trial{trial}/run.json").read_text())
+        assert json.loads((workdir / record["evidence_dir"] / "manifest.json").read_text())["scale"] == 0.012
+    assert (workdir / f"results/specs/{spec}.json").is_file() and (workdir / f"results/specs/{new_spec}.json").is_file()

@@ -5,7 +5,7 @@
 
 rule mlflow_export:
     input:
-        summaries=suite_summaries(SUITE),
+        summaries=spec_summaries(SPEC_ID),
         evals=eval_summaries(config.get("eval_suite")),
     output:
         "results/mlflow/exported-{suite}.json",

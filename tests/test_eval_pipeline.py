@@ -110,7 +110,7 @@ def test_report_shows_the_evaluation_beside_the_paper_table(evaluated, tmp_path)
     workdir, _ = evaluated
     summaries = sorted((workdir / "results/eval").glob("smoke-*/*/summary.json"))
     render_report([], [], workdir / "results/evidence", tmp_path / "r.html", tmp_path / "tables", tmp_path / "fig",
-                  "smoke", load_config(), eval_summaries=summaries)
+                  "smoke", eval_summaries=summaries)
     html = (tmp_path / "r.html").read_text()
     assert 'id="eval"' in html and "global_step_5" in html and "OpenVLA-OFT (SFT)" in html and "99.4" in html
     overall = pd.read_csv(tmp_path / "tables/eval_overall.csv")
@@ -175,6 +175,6 @@ def test_report_rule_passes_the_evaluations_to_the_report(evaluated):
     assert proc.returncode == 0
     pid = checkpoint_id(ckpts / "actor/global_step_5")
     out = proc.stdout + proc.stderr
-    report_cmd = [line for line in out.splitlines() if "bench report --suite" in line]
+    report_cmd = [line for line in out.splitlines() if "bench report --spec" in line]
     assert report_cmd, out[-3000:]
     assert "--eval-summaries results/eval/smoke-" in report_cmd[0] and f"{pid}/summary.json" in report_cmd[0]

@@ -80,15 +80,18 @@ def _preflight(args: argparse.Namespace) -> int:
 
         spec = load_spec(args.spec)
         args.runtime = args.runtime or spec.settings["runtime"]
-        topology_preflight(spec.as_config(), spec.suite_name, args.backend)  # ConfigError -> exit 2
-        result: dict = {"spec": spec.id, "suite": spec.suite_name}
+        config, suite = spec.as_config(), spec.suite_name
+        result: dict = {"spec": spec.id, "suite": suite}
     elif args.suite:
         from ..config import load_config
 
-        topology_preflight(load_config(args.config), args.suite, args.backend)  # ConfigError -> exit 2, naming the key
-        result = {"suite": args.suite}
+        config, suite = load_config(args.config), args.suite
+        result = {"suite": suite}
     else:
+        config = suite = None
         result = {}
+    if suite is not None:
+        topology_preflight(config, suite, args.backend)  # ConfigError -> exit 2, naming the key
     args.runtime = args.runtime or "container"
     result.update(backend=args.backend, runtime=args.runtime)
     try:
@@ -104,8 +107,8 @@ def _preflight(args: argparse.Namespace) -> int:
         else:
             env_root = args.env_root or os.environ.get("RL_BENCH_ENV_ROOT")
             result.update(provenance.native_identity(args.backend, env_root, args.root))
-        if args.suite:
-            result.update(_framework_support(args, config, result))
+        if suite is not None:
+            result.update(_framework_support(args, config, suite, result))
     except (images.ImageError, provenance.ProvenanceError, snapshots.SnapshotError, SupportError) as exc:
         print(f"bench preflight: {exc}", file=sys.stderr)
         return 1
@@ -113,7 +116,7 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0
 
 
-def _framework_support(args: argparse.Namespace, config: dict, result: dict) -> dict:
+def _framework_support(args: argparse.Namespace, config: dict, suite: str, result: dict) -> dict:
     """Ask the framework, in its own environment, whether it can express the contract; refuse on gaps."""
     import os
 
@@ -124,7 +127,7 @@ def _framework_support(args: argparse.Namespace, config: dict, result: dict) -> 
     native_config = backends.get(args.backend).native_support
     if native_config is None:  # a backend without a separate framework (the reference backend)
         return {}
-    native = native_config(config, get_suite(config, args.suite))
+    native = native_config(config, get_suite(config, suite))
     if args.runtime == "container":
         from .. import images
 

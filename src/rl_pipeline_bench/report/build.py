@@ -300,6 +300,11 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
     `offered_figure_paths` are the plan rule's offered-length figures, one per plan in
     the same order; without them the figures are drawn from the plans here.
     """
+    from ..spec import RunSpec
+
+    if spec is not None and not isinstance(spec, RunSpec):
+        raise TypeError(f"render_report takes the suite's RunSpec (rl_pipeline_bench.spec.load_spec), "
+                        f"not a {type(spec).__name__}: the report reads the resolved spec, never the config")
     stats_settings = stats_settings or StatsSettings()
     t0 = time.monotonic()
     evidence_root = Path(evidence_root)

@@ -134,3 +134,15 @@ def test_a_local_models_build_config_content_is_hashed(config, tmp_path):
     before = _hash(config)
     build.write_text(build.read_text().replace("init_std: 0.02", "init_std: 0.03"))
     assert _hash(config) != before
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "{not json", '{"schema": "other"}'])
+def test_commands_refuse_a_bad_spec_file_naming_it(tmp_path, capsys, text):
+    bad = tmp_path / "smoke-0123456789ab.json"
+    bad.write_text(text)
+    for argv in (["report", "--spec", str(bad), "--summaries", str(tmp_path / "s.json"), "--plans", str(tmp_path / "p")],
+                 ["run", "--spec", str(bad), "--backend", "reference", "--workload", "multi_turn"],
+                 ["write-plan", "--spec", str(bad), "--workload", "multi_turn", "--output", str(tmp_path / "p")]):
+        assert bench(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert str(bad) in err and "Traceback" not in err, err

@@ -31,3 +31,40 @@ rule render_report:
         " --offered-figures {input.offered_figures:q} --eval-summaries {input.evals:q}"
         " --evidence-root {params.evidence_root:q} --attempts-index {params.attempts:q} --html {output.html:q}"
         " --tables {output.tables:q} --figures {output.figures:q} {params.statistics} > {log:q} 2>&1"
+
+
+# The paper report: the same inputs as the HTML report, as LaTeX tables, vector PDF figures
+# and paper.tex (paper_sources), then paper.pdf (render_paper, needs TeX Live + latexmk).
+# Two rules so a machine without TeX keeps the sources: the failing compile step removes
+# only its own output, and its error says what to install.
+rule paper_sources:
+    input:
+        spec=spec_file(SPEC_ID),
+        summaries=spec_summaries(SPEC_ID),
+        plans=spec_plans(SPEC_ID),
+        attempts=attempts_index_input,
+        provenance=report_provenance_inputs,
+        evals=eval_summaries(config.get("eval_suite")),
+    output:
+        directory("reports/paper_sources"),
+    log:
+        "logs/report/paper_sources.log",
+    params:
+        evidence_root=rules.render_report.params.evidence_root,
+        attempts=rules.render_report.params.attempts,
+        statistics=rules.render_report.params.statistics,
+    shell:
+        "bench paper sources --spec {input.spec:q} --summaries {input.summaries:q} --plans {input.plans:q}"
+        " --eval-summaries {input.evals:q} --evidence-root {params.evidence_root:q}"
+        " --attempts-index {params.attempts:q} --out {output:q} {params.statistics} --log {log:q}"
+
+
+rule render_paper:
+    input:
+        rules.paper_sources.output,
+    output:
+        directory("reports/paper"),
+    log:
+        "logs/report/paper.log",
+    shell:
+        "bench paper compile --sources {input:q} --out {output:q} > {log:q} 2>&1 || {{ cat {log:q} >&2; exit 1; }}"

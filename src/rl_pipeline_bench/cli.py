@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "gpus": "gpus",
     "lease": "lease",
     "mlflow": "mlflow",
+    "paper": "report",
     "plan": "run",
     "preflight": "provenance",
     "probe": "probe",

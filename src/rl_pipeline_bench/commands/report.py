@@ -1,16 +1,17 @@
-"""`bench report`: render the comparison report from summaries, plans and evidence.
+"""`bench report` and `bench paper`: the comparison report and the paper report from retained evidence.
 
-This is what the workflow's render_report rule runs; it never runs a benchmark.
+These are what the workflow's report rules run; they never run a benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser("report", help="render reports/comparison.html from retained evidence")
+def _inputs(p: argparse.ArgumentParser) -> None:
+    """What both reports read (the same arguments, so the rules pass the same inputs)."""
     p.add_argument("--spec", type=Path, default=None,
                    help="resolved run spec results/specs/SUITE-HASH.json (the workflow passes it)")
     p.add_argument("--suite", default=None, help="suite name (default: the spec's)")
@@ -18,14 +19,9 @@ def register(subparsers) -> None:
     p.add_argument("--plans", nargs="+", required=True, type=Path, metavar="PLAN_PARQUET")
     p.add_argument("--eval-summaries", nargs="*", default=[], type=Path, metavar="EVAL_SUMMARY_JSON",
                    help="task-quality evaluation summaries to include (rules/eval.smk)")
-    p.add_argument("--offered-figures", nargs="+", default=None, type=Path, metavar="PNG",
-                   help="the plans' offered-length figures, in the order of --plans (drawn when absent)")
     p.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
     p.add_argument("--attempts-index", type=Path, default=None,
                    help="attempts index (default: attempts.jsonl beside the evidence root)")
-    p.add_argument("--html", type=Path, default=Path("reports/comparison.html"))
-    p.add_argument("--tables", type=Path, default=Path("reports/tables"))
-    p.add_argument("--figures", type=Path, default=Path("reports/figures"))
     p.add_argument("--cv-bound", type=float, default=None, help="noise warning above this CV (default 0.05)")
     p.add_argument("--min-trials", type=int, default=None, help="noise warning below this many valid trials (default 3)")
     p.add_argument("--confidence", type=float, default=None, help="confidence level of the intervals (default 0.95)")
@@ -35,25 +31,78 @@ def register(subparsers) -> None:
                    help="per-run infrastructure summaries (bench probe summarize-run); adds the Infrastructure section")
     p.add_argument("--probes", nargs="*", type=Path, default=None, metavar="PROBE_JSON",
                    help="probe records (all-reduce, storage, checkpoint, GEMM) for the Infrastructure section")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("report", help="render reports/comparison.html from retained evidence")
+    _inputs(p)
+    p.add_argument("--offered-figures", nargs="+", default=None, type=Path, metavar="PNG",
+                   help="the plans' offered-length figures, in the order of --plans (drawn when absent)")
+    p.add_argument("--html", type=Path, default=Path("reports/comparison.html"))
+    p.add_argument("--tables", type=Path, default=Path("reports/tables"))
+    p.add_argument("--figures", type=Path, default=Path("reports/figures"))
     p.set_defaults(func=run)
 
+    paper = subparsers.add_parser("paper", help="the paper report: LaTeX tables, PDF figures, paper.tex, paper.pdf")
+    steps = paper.add_subparsers(dest="paper_command", required=True, metavar="STEP")
+    src = steps.add_parser("sources", help="write tables/*.tex, figures/*.pdf and paper.tex from retained evidence")
+    _inputs(src)
+    src.add_argument("--out", type=Path, default=Path("reports/paper_sources"), help="directory to write")
+    src.set_defaults(func=run_paper_sources)
+    comp = steps.add_parser("compile", help="copy the sources to --out and compile paper.pdf there (latexmk)")
+    comp.add_argument("--sources", type=Path, default=Path("reports/paper_sources"))
+    comp.add_argument("--out", type=Path, default=Path("reports/paper"))
+    comp.set_defaults(func=run_paper_compile)
 
-def run(args: argparse.Namespace) -> int:
-    from ..jobs import render_report
+
+def _common(args: argparse.Namespace):
+    """(spec, suite, stats settings, attempts index) from the shared arguments."""
+    from ..attempts import index_for
+    from ..report.stats import StatsSettings
     from ..spec import load_spec
 
     spec = load_spec(args.spec) if args.spec is not None else None
     suite = args.suite or (spec.suite_name if spec is not None else None)
     if suite is None:
-        raise SystemExit("bench report: give --spec (or at least --suite)")
-    from ..attempts import index_for
-    from ..report.stats import StatsSettings
-
+        raise SystemExit(f"bench {args.command}: give --spec (or at least --suite)")
     settings = StatsSettings.from_mapping({k: v for k in ("cv_bound", "min_trials", "confidence", "bootstrap_resamples")
                                            if (v := getattr(args, k)) is not None})
+    return spec, suite, settings, args.attempts_index or index_for(args.evidence_root)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..jobs import render_report
+
+    spec, suite, settings, index = _common(args)
     render_report(args.summaries, args.plans, args.evidence_root, args.html, args.tables, args.figures,
-                  suite, spec, log_path=args.log, attempts_index=args.attempts_index or index_for(args.evidence_root),
+                  suite, spec, log_path=args.log, attempts_index=index,
                   stats_settings=settings, run_infra=args.run_infra, probes=args.probes,
                   eval_summaries=args.eval_summaries, offered_figures=args.offered_figures)
     print(f"bench report: wrote {args.html}, {args.tables}/, {args.figures}/")
+    return 0
+
+
+def run_paper_sources(args: argparse.Namespace) -> int:
+    from ..jobs import job_log
+    from ..report.paper import render_paper_sources
+
+    spec, suite, settings, index = _common(args)
+    with job_log(args.log):
+        written = render_paper_sources(args.summaries, args.plans, args.evidence_root, args.out, suite, spec,
+                                       attempts_index=index, stats_settings=settings,
+                                       eval_summary_paths=args.eval_summaries, run_infra_paths=args.run_infra,
+                                       probe_paths=args.probes)
+    print(f"bench paper sources: wrote {len(written)} file(s) under {args.out}/")
+    return 0
+
+
+def run_paper_compile(args: argparse.Namespace) -> int:
+    from ..report.paper import PaperBuildError, compile_paper
+
+    try:
+        pdf = compile_paper(args.sources, args.out)
+    except PaperBuildError as exc:
+        print(f"bench paper compile: {exc}", file=sys.stderr)
+        return 1
+    print(f"bench paper compile: wrote {pdf}")
     return 0

@@ -11,6 +11,7 @@ import logging
 import math
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -236,8 +237,9 @@ def _grouped_stats(df: pd.DataFrame, keys: list[str]) -> list[dict]:
     return out
 
 
-def _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, workloads, backends,
-             tabs, timeline, offered_png, attempts_index=None, stats_settings=None) -> dict[str, Any]:
+def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> dict[str, Any]:
+    suite_name, suite_settings, spec, evidence_root = data.suite, data.suite_settings, data.spec, data.evidence_root
+    runs, attempts, workloads, backends, tabs = data.runs, data.attempts, data.workloads, data.backends, data.tabs
     labels = dict(OFFERED_QUANTITIES)
     offered = []
     for w in workloads:
@@ -250,7 +252,6 @@ def _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, wo
     for row, r in zip(run_rows, runs):
         row["reason_list"] = [str(x) for x in r.summary.get("reasons") or []]
         row["report_problems"] = r.problems
-    finished = [str(f) for r in runs if (f := tables.get(r.summary, "provenance", "finished_at"))]
     workload_desc = ((spec.doc.get("about") or {}).get("workload_descriptions") or {}) if spec else {}
     return {
         "suite": suite_name,
@@ -258,7 +259,7 @@ def _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, wo
         "description": (suite_settings or {}).get("description"),
         "evidence_root": str(evidence_root),
         "evidence_root_exists": evidence_root.is_dir(),
-        "evidence_until": max(finished) if finished else None,
+        "evidence_until": data.evidence_until,
         "workloads": workloads,
         "workload_desc": {w: workload_desc.get(w) for w in workloads},
         "spec": spec.doc if spec is not None else None,
@@ -276,18 +277,39 @@ def _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, wo
         "attempts_index": str(attempts_index) if attempts_index else None,
         "rate_columns": tables.RATE_COLUMNS,
         "stat_rates": HEADLINE_RATES,
-        "stats_settings": stats_settings,
+        "stats_settings": data.stats_settings,
         "trial_stats": _grouped_stats(tabs["trial_stats"], ["workload", "backend"]),
         "comparisons": _grouped_stats(tabs["comparisons"], ["workload", "backend"]),
         "activity": _records(tabs["activity"]),
     }
 
 
-def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
-                  suite_name: str, spec=None, attempts_index=None, stats_settings=None,
-                  run_infra_paths=None, probe_paths=None, eval_summary_paths=(),
-                  offered_figure_paths: list | None = None) -> None:
-    """Build the comparison report from summaries, offered plans and the evidence root.
+@dataclass
+class ReportData:
+    """Everything both reports (HTML and paper) are made of, read once from the inputs."""
+
+    suite: str
+    spec: Any
+    suite_settings: dict | None
+    stats_settings: StatsSettings
+    evidence_root: Path
+    runs: list
+    plans: dict
+    attempts: list
+    workloads: list[str]
+    backends: list[str]
+    tabs: dict[str, pd.DataFrame]
+
+    @property
+    def evidence_until(self) -> str | None:
+        """The newest evidence `finished_at`: the only date either report shows."""
+        finished = [str(f) for r in self.runs if (f := tables.get(r.summary, "provenance", "finished_at"))]
+        return max(finished) if finished else None
+
+
+def collect_report(summary_paths, plan_paths, evidence_root, suite_name: str, spec=None, attempts_index=None,
+                   stats_settings=None) -> ReportData:
+    """Read summaries, plans and the attempts index and build every throughput table.
 
     `spec` (the suite's RunSpec) supplies the description, the configured contract,
     the backend/workload order and the settings shown; every summary must be of its
@@ -295,10 +317,6 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
     backends keep the order of the summaries. `attempts_index` (results/attempts.jsonl)
     lists every attempt, failed ones included; nothing is re-scored. `stats_settings`
     (report.stats.StatsSettings, default: its defaults) bounds the noise warnings.
-    `run_infra_paths` / `probe_paths` (per-run infrastructure summaries, probe records)
-    add the Infrastructure section (report/infra.py); without both it is left out.
-    `offered_figure_paths` are the plan rule's offered-length figures, one per plan in
-    the same order; without them the figures are drawn from the plans here.
     """
     from ..spec import RunSpec
 
@@ -306,7 +324,6 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
         raise TypeError(f"render_report takes the suite's RunSpec (rl_pipeline_bench.spec.load_spec), "
                         f"not a {type(spec).__name__}: the report reads the resolved spec, never the config")
     stats_settings = stats_settings or StatsSettings()
-    t0 = time.monotonic()
     evidence_root = Path(evidence_root)
     if spec is not None and spec.suite_name != suite_name:
         raise ReportInputError(f"spec {spec.id} is of suite {spec.suite_name!r}, not {suite_name!r}")
@@ -344,12 +361,30 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
         "comparisons": tables.comparisons_table(runs, workloads, backends, stats_settings),
         "activity": tables.activity_table(runs),
     }
+    return ReportData(suite_name, spec, suite_settings, stats_settings, evidence_root, runs, plans, attempts,
+                      workloads, backends, tabs)
+
+
+def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,
+                  suite_name: str, spec=None, attempts_index=None, stats_settings=None,
+                  run_infra_paths=None, probe_paths=None, eval_summary_paths=(),
+                  offered_figure_paths: list | None = None) -> None:
+    """Build the comparison report from summaries, offered plans and the evidence root.
+
+    The inputs are read by `collect_report` (which says what each one does).
+    `run_infra_paths` / `probe_paths` (per-run infrastructure summaries, probe records)
+    add the Infrastructure section (report/infra.py); without both it is left out.
+    `offered_figure_paths` are the plan rule's offered-length figures, one per plan in
+    the same order; without them the figures are drawn from the plans here.
+    """
+    t0 = time.monotonic()
+    data = collect_report(summary_paths, plan_paths, evidence_root, suite_name, spec, attempts_index, stats_settings)
+    runs, plans, workloads, backends, tabs = data.runs, data.plans, data.workloads, data.backends, data.tabs
     tables.write_tables(tabs, Path(tables_dir))
     timeline, offered_png = _write_figures(runs, plans, workloads, backends, Path(figures_dir),
                                            _offered_figures(plans, offered_figure_paths))
 
-    context = _context(suite_name, suite_settings, spec, evidence_root, runs, attempts, workloads, backends,
-                       tabs, timeline, offered_png, attempts_index, stats_settings)
+    context = _context(data, timeline, offered_png, attempts_index)
     context["infra"] = None
     if run_infra_paths is not None or probe_paths is not None:
         from .infra import build_section
@@ -361,4 +396,4 @@ def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir
     out_html.parent.mkdir(parents=True, exist_ok=True)
     write_output(out_html, html.encode("utf-8"))
     log.info("rendered %s from %d run(s), %d plan(s), %d evidence dir(s) in %.2f s",
-             out_html, len(runs), len(plans), len(attempts), time.monotonic() - t0)
+             out_html, len(runs), len(plans), len(data.attempts), time.monotonic() - t0)

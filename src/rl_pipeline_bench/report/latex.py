@@ -36,7 +36,7 @@ def latex_table(df: pd.DataFrame, columns: Mapping[str, str], *, formats: Mappin
     styler = body.style.hide(axis="index").format(na_rep=MISSING, escape="latex").format_index(escape="latex", axis=1)
     for name, fn in renamed.items():
         styler = styler.format(lambda v, fn=fn: MISSING if _missing(v) else fn(v), subset=[name], escape="latex")
-    tabular = styler.to_latex(hrules=True, column_format=align or ("l" * len(columns)))
+    tabular = ascii_tex(styler.to_latex(hrules=True, column_format=align or ("l" * len(columns))))
     return "\n".join(["\\begin{table}[htbp]", "\\centering", *head, tabular.rstrip("\n"), "\\end{table}"]) + "\n"
 
 
@@ -48,6 +48,18 @@ _SPECIAL = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$"
                           "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"})
 
 
+#: Characters beyond ASCII that pdfLaTeX's default fonts lack, as TeX; any other becomes "?".
+_UNICODE = {"≤": r"$\leq$", "≥": r"$\geq$", "×": r"$\times$", "→": r"$\rightarrow$", "–": "--", "—": "---",
+            "…": r"\dots{}", "µ": r"$\mu$", "±": r"$\pm$", "·": r"$\cdot$", "’": "'", "‘": "`"}
+
+
+def ascii_tex(text: str) -> str:
+    """TeX that compiles with the minimal TeX Live (no unicode fonts): known symbols mapped, others '?'."""
+    if text.isascii():
+        return text
+    return "".join(c if c.isascii() else _UNICODE.get(c, "?") for c in text)
+
+
 def escape(text: str) -> str:
-    """Plain text for LaTeX (captions, titles): the ten special characters escaped."""
-    return str(text).translate(_SPECIAL)
+    """Plain text for LaTeX (captions, titles): the ten special characters escaped, ASCII only."""
+    return ascii_tex(str(text).translate(_SPECIAL))

@@ -266,3 +266,42 @@ def test_reported_run_with_corrupt_manifest(tmp_path):
     assert "taken from its path" in _section(html, "validation")
     head = pd.read_csv(reports / "tables" / "headline.csv")
     assert head[["workload", "backend", "valid"]].values.tolist() == [["multi_turn", "reference", False]]
+
+
+def test_mixed_schema_versions(tmp_path):
+    """Each run is read by its version's reader or listed as unreadable with the reason, never a crash:
+    a v2 summary (no reader here) is listed; v1 evidence and v2 evidence (a summary saying so) are runs."""
+    suite = "fixture4"
+    spec = _spec(suite, ["reference"])
+    ev = tmp_path / "results" / "evidence"
+    summaries = []
+    for w in WORKLOADS:
+        path = build_evidence(ev, manifest=_manifest(spec, "reference", w),
+                              run_id=f"20260101T000000Z-{suite}-reference-{w}-trial1")
+        if w == "long_generation":  # evidence written by a later version: the contract reads none of its tables
+            m = json.loads((path / "manifest.json").read_text())
+            (path / "manifest.json").write_text(json.dumps({**m, "schema": "rl-bench/evidence/v2"}))
+        summaries.append(_summarize(tmp_path, spec, "reference", w, path))
+    future = tmp_path / "results" / "runs" / spec.id / "reference" / "multi_turn" / "trial2" / "summary.json"
+    future.parent.mkdir(parents=True)
+    future.write_text(json.dumps({"schema": "rl-bench/summary/v2", "run_id": "x", "rates": {}}))
+    inputs = {"summaries": [*summaries, future], "plans": _plans(tmp_path, spec), "suite": suite, "spec": spec}
+    reports = _render(tmp_path, inputs, "reports")
+    html = (reports / "comparison.html").read_text(encoding="utf-8")
+    validation = _section(html, "validation")
+    assert "Summaries this version cannot read" in validation and str(future) in validation
+    assert "summary_schema" in validation and "rl-bench/summary/v2" in validation
+    unreadable = pd.read_csv(reports / "tables" / "unreadable.csv")
+    assert unreadable["summary_path"].tolist() == [str(future)]
+    assert unreadable["reason"].str.startswith("summary_schema:").all()
+    head = pd.read_csv(reports / "tables" / "headline.csv").set_index("workload")
+    assert bool(head.loc["multi_turn", "valid"]) and not bool(head.loc["long_generation", "valid"])
+    runs = pd.read_csv(reports / "tables" / "runs.csv").set_index("workload")
+    assert "manifest_schema" in runs.loc["long_generation", "reasons"]
+    assert "rl-bench/evidence/v2" in validation  # the evidence reader's reason, shown for the run
+    from rl_pipeline_bench.report.paper import render_paper_sources
+
+    render_paper_sources(inputs["summaries"], inputs["plans"], ev, tmp_path / "paper", suite, spec,
+                         attempts_index=tmp_path / "results" / "attempts.jsonl")
+    tex = (tmp_path / "paper" / "tables" / "unreadable.tex").read_text()
+    assert "summary\\_schema" in tex and "\\input{tables/unreadable.tex}" in (tmp_path / "paper" / "paper.tex").read_text()

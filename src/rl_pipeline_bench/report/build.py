@@ -11,7 +11,7 @@ import logging
 import math
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +281,7 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "trial_stats": _grouped_stats(tabs["trial_stats"], ["workload", "backend"]),
         "comparisons": _grouped_stats(tabs["comparisons"], ["workload", "backend"]),
         "activity": _records(tabs["activity"]),
+        "unreadable": data.unreadable,
     }
 
 
@@ -299,6 +300,7 @@ class ReportData:
     workloads: list[str]
     backends: list[str]
     tabs: dict[str, pd.DataFrame]
+    unreadable: list = field(default_factory=list)  # report.collect.UnreadableRun
 
     @property
     def evidence_until(self) -> str | None:
@@ -329,7 +331,9 @@ def collect_report(summary_paths, plan_paths, evidence_root, suite_name: str, sp
         raise ReportInputError(f"spec {spec.id} is of suite {spec.suite_name!r}, not {suite_name!r}")
     suite_settings = _suite_settings(spec)
 
-    runs = load_runs(list(summary_paths), evidence_root)
+    runs, unreadable = load_runs(list(summary_paths), evidence_root)
+    for u in unreadable:
+        log.warning("%s", u.reason)
     for r in runs:
         if r.summary.get("suite") not in (None, suite_name):
             raise ReportInputError(f"summary {r.summary_path} belongs to suite {r.summary.get('suite')!r}, "
@@ -360,9 +364,10 @@ def collect_report(summary_paths, plan_paths, evidence_root, suite_name: str, sp
         "trial_stats": tables.trial_stats_table(runs, workloads, backends, stats_settings),
         "comparisons": tables.comparisons_table(runs, workloads, backends, stats_settings),
         "activity": tables.activity_table(runs),
+        "unreadable": pd.DataFrame([vars(u) for u in unreadable], columns=["summary_path", "reason"]),
     }
     return ReportData(suite_name, spec, suite_settings, stats_settings, evidence_root, runs, plans, attempts,
-                      workloads, backends, tabs)
+                      workloads, backends, tabs, unreadable)
 
 
 def render_report(summary_paths, plan_paths, evidence_root, out_html, tables_dir, figures_dir,

@@ -48,8 +48,33 @@ class Run:
         return (self.summary["workload"], self.summary["backend"], int(self.summary["trial"]))
 
 
+#: Every summary schema: "rl-bench/summary/vN"; this code reads the versions in SUMMARY_READERS.
+SUMMARY_FAMILY = "rl-bench/summary/"
+
+
+class UnreadableSummary(ReportInputError):
+    """A summary of a version this code has no reader for: listed in the report, never parsed."""
+
+
+def _read_v1_summary(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    missing = [k for k in ("run_id", "backend", "workload", "trial", "valid", "reasons", "contract", "e2e", "trainer")
+               if k not in data]
+    if missing:
+        raise ReportInputError(f"summary {path} lacks field(s) {missing}")
+    return data
+
+
+#: The reader of each summary version this code understands (the report reads no other).
+SUMMARY_READERS = {SUMMARY_SCHEMA: _read_v1_summary}
+
+
 def load_summary(path: Path | str) -> dict[str, Any]:
-    """Read one summary JSON and check it is a v1 summary with the fields the report needs."""
+    """Read one summary JSON through the reader of its schema version.
+
+    A summary of another version of this project's schema raises UnreadableSummary (the
+    report lists it with the reason); anything else that is not a summary is an error
+    naming the file.
+    """
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -57,14 +82,16 @@ def load_summary(path: Path | str) -> dict[str, Any]:
         raise ReportInputError(f"summary {path} does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportInputError(f"summary {path} is not readable JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ReportInputError(f"summary {path} has schema {got!r}, expected {SUMMARY_SCHEMA!r}")
-    missing = [k for k in ("run_id", "backend", "workload", "trial", "valid", "reasons", "contract", "e2e", "trainer")
-               if k not in data]
-    if missing:
-        raise ReportInputError(f"summary {path} lacks field(s) {missing}")
-    return data
+    schema = data.get("schema") if isinstance(data, dict) else None
+    reader = SUMMARY_READERS.get(schema)
+    if reader is not None:
+        return reader(data, path)
+    if isinstance(schema, str) and schema.startswith(SUMMARY_FAMILY):
+        raise UnreadableSummary(f"summary_schema: {path} has schema {schema!r}; this version reads only "
+                                f"{sorted(SUMMARY_READERS)} (re-summarise its evidence with this version's "
+                                "`bench summarize-run`, or report it with the version that wrote it)")
+    got = schema if isinstance(data, dict) else type(data).__name__
+    raise ReportInputError(f"summary {path} has schema {got!r}, expected {SUMMARY_SCHEMA!r}")
 
 
 def resolve_evidence_dir(summary: dict[str, Any], evidence_root: Path) -> Path | None:
@@ -98,8 +125,13 @@ def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[s
     problems.append(f"summary lacks {'/'.join(missing)} (unreadable manifest); taken from its path")
 
 
+#: Evidence problems a report run shows: its timeline's, and a version with no reader.
+_SHOWN_PROBLEMS = ("updates", "manifest_schema")
+
+
 def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
-    from ..evidence import read_evidence
+    """A run from its summary, plus the update timeline from its evidence (the only table read)."""
+    from ..evidence import UPDATES, read_evidence
 
     summary = load_summary(summary_path)
     problems: list[str] = []
@@ -109,15 +141,29 @@ def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
     if evidence_dir is None:
         problems.append(f"evidence directory of run {summary['run_id']} not found under {evidence_root}; no timeline")
     else:
-        ev = read_evidence(evidence_dir)
-        problems.extend(p for p in ev.problems if p.startswith("updates"))
+        ev = read_evidence(evidence_dir, tables=(UPDATES,))
+        problems.extend(p for p in ev.problems if p.startswith(_SHOWN_PROBLEMS))
         if len(ev.updates):
             updates = ev.updates[["update", "completed_at"]].sort_values("update", kind="stable").reset_index(drop=True)
     return Run(summary, str(summary_path), evidence_dir, updates, problems)
 
 
-def load_runs(summary_paths: list[Path | str], evidence_root: Path) -> list[Run]:
-    runs = [load_run(p, evidence_root) for p in summary_paths]
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A declared summary the report could not read by any reader; shown with the reason."""
+
+    summary_path: str
+    reason: str
+
+
+def load_runs(summary_paths: list[Path | str], evidence_root: Path) -> tuple[list[Run], list[UnreadableRun]]:
+    """Runs of every readable summary, and the summaries of versions this code cannot read."""
+    runs, unreadable = [], []
+    for p in summary_paths:
+        try:
+            runs.append(load_run(p, evidence_root))
+        except UnreadableSummary as exc:
+            unreadable.append(UnreadableRun(str(p), str(exc)))
     seen: dict[tuple, str] = {}
     for r in runs:
         if r.key in seen:
@@ -125,7 +171,7 @@ def load_runs(summary_paths: list[Path | str], evidence_root: Path) -> list[Run]
                 f"summaries {seen[r.key]} and {r.summary_path} are both {r.key[1]}/{r.key[0]}/trial{r.key[2]}"
             )
         seen[r.key] = r.summary_path
-    return runs
+    return runs, unreadable
 
 
 def load_attempts(index: Path | None, evidence_root: Path, runs: list[Run]) -> tuple[list[Attempt], list[str]]:

@@ -213,6 +213,11 @@ def latex_tables(p: PaperInputs) -> dict[str, str]:
         if missing:
             raise ValueError(f"paper table {stem} needs report table(s) {missing}")
         out[f"tables/{stem}.tex"] = build(p)
+    unreadable = p.tables.get("unreadable")
+    if unreadable is not None and len(unreadable):
+        out["tables/unreadable.tex"] = frame_table(
+            unreadable, "Declared summaries of a schema version this code cannot read: in no other table.",
+            "tab:unreadable", drop=())
     for section in sorted(p.sections):
         for name, df in sorted(p.sections[section].items()):
             if df is not None and len(df):
@@ -253,7 +258,8 @@ def paper_tex(p: PaperInputs, table_files: list[str], figure_names: list[str]) -
         if section:
             sections.setdefault(section, []).append(f)
     return _template().render(
-        p=p, throughput=[f"tables/{stem}.tex" for stem, _, _ in THROUGHPUT_TABLES],
+        p=p, throughput=[f"tables/{stem}.tex" for stem, _, _ in THROUGHPUT_TABLES]
+        + [f for f in table_files if f == "tables/unreadable.tex"],
         sections=sections, timelines="figures/timelines.pdf" in figure_names,
         offered=[w for w in p.workloads if f"figures/offered_{w}.pdf" in figure_names],
     )

@@ -1,0 +1,189 @@
+"""Report speed: rebuild from existing evidence, reports over many runs, and planning many runs.
+
+Prints each figure against its target (issue 13), all on the machine it runs on:
+
+- rebuild: `rm -rf reports && snakemake --cores 1 reports/comparison.html` in WORKDIR,
+  a checkout whose smoke suite has run (median of --repeat); target <= 10 s. The paper
+  report's rebuild (`rm -rf reports/paper*`, `snakemake reports/paper`) is printed beside it.
+- scale: `bench report` over N runs of SYNTHESISED evidence: the smoke suite's real
+  evidence directories and summaries copied N/4 times each under new run ids and trial
+  numbers (tables hard-linked, manifests and summaries rewritten), with their attempts
+  index. Wall time and the process's peak RSS; targets 1000 runs <= 10 s, 10 000 runs
+  <= 60 s, memory linear in runs.
+- planning: `snakemake -n reports/comparison.html` with the smoke suite at trials=250
+  (1000 planned runs); target <= 10 s.
+
+    uv run python benchmarks/bench_report.py --workdir DIR [--runs 1000 10000] [--repeat 3]
+
+WORKDIR must have run `uv run snakemake --cores 1 reports/comparison.html` (this
+checkout by default). Exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_REBUILD_S = 10.0
+TARGET_SCALE_S = {1000: 10.0, 10000: 60.0}
+TARGET_PLAN_S = 10.0
+PLANNED_TRIALS = 250  # x 4 smoke workloads = 1000 planned runs
+
+
+def _env(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ, RL_BENCH_ROOT=str(workdir))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS of the process in MiB); exits naming the command when it fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{out.decode(errors='replace')[-4000:]}")
+    return elapsed, usage.ru_maxrss // 1024
+
+
+def snakemake(workdir: Path, *args: str) -> float:
+    return timed([sys.executable, "-m", "snakemake", "--cores", "1", *args], workdir, _env(workdir))[0]
+
+
+def smoke_inputs(workdir: Path) -> tuple[Path, list[Path], list[Path]]:
+    specs = sorted(workdir.glob("results/specs/smoke-*.json"))
+    if not specs:
+        sys.exit(f"{workdir} has no smoke run spec: run `uv run snakemake --cores 1 reports/comparison.html` there")
+    spec = specs[-1]
+    summaries = sorted(workdir.glob(f"results/runs/{spec.stem}/*/*/trial*/summary.json"))
+    plans = sorted(workdir.glob(f"results/workloads/{spec.stem}/*.parquet"))
+    if not summaries:
+        sys.exit(f"{workdir} has no smoke summaries under results/runs/{spec.stem}/")
+    return spec, summaries, plans
+
+
+def synthesise(workdir: Path, n_runs: int, dest: Path) -> list[Path]:
+    """n_runs summaries + evidence dirs + attempts index under dest, copied from the smoke runs."""
+    from rl_pipeline_bench.attempts import EVENT_SCHEMA, started_fields
+
+    spec, sources, _plans = smoke_inputs(workdir)
+    evidence_root = dest / "results" / "evidence"
+    evidence_root.mkdir(parents=True)
+    originals = [json.loads(p.read_text()) for p in sources]
+    lines, out = [], []
+    for i in range(n_runs):
+        base = originals[i % len(originals)]
+        trial = i // len(originals) + 1
+        run_id = f"{base['run_id']}-copy{trial:05d}"
+        src_dir = Path(base["evidence_dir"])
+        if not src_dir.is_absolute():
+            src_dir = workdir / src_dir
+        ev = evidence_root / run_id
+        ev.mkdir()
+        for f in src_dir.iterdir():
+            if f.is_file() and f.name != "manifest.json":
+                os.link(f, ev / f.name)
+        manifest = json.loads((src_dir / "manifest.json").read_text())
+        manifest.update(run_id=run_id, trial=trial)
+        (ev / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
+        summary = dict(base, run_id=run_id, trial=trial, evidence_dir=str(ev))
+        path = dest / "results" / "runs" / spec.stem / base["backend"] / base["workload"] / f"trial{trial}" / "summary.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, sort_keys=True))
+        out.append(path)
+        for event, fields in (("started", started_fields(manifest, ev)),
+                              ("finished", {"status": manifest.get("status"), "finished_at": manifest.get("finished_at")}),
+                              ("summarized", {"valid": summary["valid"], "reasons": summary["reasons"]})):
+            lines.append(json.dumps({"schema": EVENT_SCHEMA, "event": event, "run_id": run_id, **fields},
+                                    sort_keys=True, default=str))
+    (dest / "results" / "attempts.jsonl").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def bench_scale(workdir: Path, n_runs: int) -> tuple[float, int]:
+    spec, _sources, plans = smoke_inputs(workdir)
+    with tempfile.TemporaryDirectory(prefix=f"rl-bench-scale{n_runs}-") as tmp:
+        dest = Path(tmp)
+        t0 = time.perf_counter()
+        summaries = synthesise(workdir, n_runs, dest)
+        print(f"  synthesised {n_runs} runs (copies of {workdir}'s smoke evidence) in {time.perf_counter() - t0:.1f} s",
+              flush=True)
+        # Relative paths, as the workflow passes them (10 000 absolute ones come near ARG_MAX).
+        rel = [str(p.relative_to(dest)) for p in summaries]
+        cmd = [str(Path(sys.executable).parent / "bench"), "report", "--spec", str(spec), "--summaries", *rel,
+               "--plans", *map(str, plans), "--evidence-root", "results/evidence",
+               "--attempts-index", "results/attempts.jsonl", "--html", "reports/comparison.html",
+               "--tables", "reports/tables", "--figures", "reports/figures"]
+        return timed(cmd, dest, _env(workdir))
+
+
+def bench_planning(workdir: Path) -> float:
+    with tempfile.TemporaryDirectory(prefix="rl-bench-plan-") as tmp:
+        copy = Path(tmp) / "repo"
+        shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns(
+            ".venv", ".git", "results", "reports", "logs", ".snakemake", "__pycache__", ".pytest_cache"))
+        cfg = Path(tmp) / "many.yaml"
+        cfg.write_text(f"suites:\n  smoke:\n    trials: {PLANNED_TRIALS}\n")
+        return snakemake(copy, "-n", "reports/comparison.html", "--configfile", str(cfg))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=ROOT, help="a checkout whose smoke suite has run")
+    parser.add_argument("--runs", type=int, nargs="*", default=[1000, 10000], help="report sizes to time")
+    parser.add_argument("--repeat", type=int, default=3, help="rebuild and planning repeats (median)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["rebuild", "scale", "planning"])
+    args = parser.parse_args()
+    workdir = args.workdir.resolve()
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"workdir {workdir}", flush=True)
+    ok = True
+    if "rebuild" not in args.skip:
+        smoke_inputs(workdir)
+        html, paper = [], []
+        for _ in range(args.repeat):
+            shutil.rmtree(workdir / "reports", ignore_errors=True)
+            html.append(snakemake(workdir, "reports/comparison.html"))
+            paper.append(snakemake(workdir, "reports/paper"))
+        rebuild = statistics.median(html)
+        ok &= rebuild <= TARGET_REBUILD_S
+        print(f"rebuild reports/comparison.html (rm -rf reports; snakemake): {rebuild:.1f} s median of "
+              f"{[round(x, 1) for x in html]} (target <= {TARGET_REBUILD_S:.0f} s)")
+        print(f"rebuild reports/paper after it (sources + latexmk): {statistics.median(paper):.1f} s median of "
+              f"{[round(x, 1) for x in paper]} (no target)", flush=True)
+    if "scale" not in args.skip:
+        sizes = {}
+        for n in args.runs:
+            wall, rss = bench_scale(workdir, n)
+            sizes[n] = (wall, rss)
+            target = TARGET_SCALE_S.get(n)
+            ok &= target is None or wall <= target
+            print(f"bench report over {n} runs: {wall:.1f} s, peak RSS {rss} MiB"
+                  + (f" (target <= {target:.0f} s)" if target else ""), flush=True)
+        if len(sizes) >= 2:
+            (n0, (_, r0)), (n1, (_, r1)) = sorted(sizes.items())[0], sorted(sizes.items())[-1]
+            print(f"  memory per added run: {(r1 - r0) * 1024 / (n1 - n0):.1f} KiB ({n0} -> {n1} runs)")
+    if "planning" not in args.skip:
+        plans = [bench_planning(workdir) for _ in range(args.repeat)]
+        med = statistics.median(plans)
+        ok &= med <= TARGET_PLAN_S
+        print(f"snakemake -n over {PLANNED_TRIALS * 4} planned runs: {med:.1f} s median of "
+              f"{[round(x, 1) for x in plans]} (target <= {TARGET_PLAN_S:.0f} s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,7 +99,7 @@ def timing_writer_class(spans: Spans):
     return TimedWriter
 
 
-def one_run(config, suite, workload: str, model_record: Path, plan: Path, root: Path) -> dict:
+def one_run(spec, suite, workload: str, model_record: Path, plan: Path, root: Path) -> dict:
     from rl_pipeline_bench import runner
     from rl_pipeline_bench.evidence import read_evidence
 
@@ -107,7 +107,7 @@ def one_run(config, suite, workload: str, model_record: Path, plan: Path, root: 
     original = runner.EvidenceWriter
     runner.EvidenceWriter = timing_writer_class(spans)
     try:
-        rc = runner.execute_run(config, suite, "reference", workload, 1, model_record=model_record,
+        rc = runner.execute_run(spec, "reference", workload, 1, model_record=model_record,
                                 plan_path=plan if plan.exists() else None, evidence_dir_root=root)
     finally:
         runner.EvidenceWriter = original
@@ -139,11 +139,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload (default 1)")
     args = parser.parse_args()
 
-    from rl_pipeline_bench.config import get_suite, load_config
+    from rl_pipeline_bench.config import get_suite
     from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
+    from rl_pipeline_bench.spec import spec_from_config_file
 
-    config = load_config(CONFIG_PATH)
-    suite = get_suite(config, "smoke")
+    spec = spec_from_config_file(CONFIG_PATH, "smoke")
+    suite = get_suite(spec.as_config(), spec.suite_name)
     model_record = ROOT / "results" / "models" / f"{suite['model']}.json"
     if not model_record.exists():
         sys.exit(f"{model_record} is missing: run `uv run snakemake --cores 1 {model_record.relative_to(ROOT)}` first")
@@ -152,8 +153,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="rl-bench-harness-") as tmp:
         for workload in workloads:
             for _ in range(args.repeat):
-                plan = ROOT / "results" / "workloads" / "smoke" / f"{workload}.parquet"
-                r = one_run(config, suite, workload, model_record, plan, Path(tmp))
+                plan = ROOT / "results" / "workloads" / spec.id / f"{workload}.parquet"
+                r = one_run(spec, suite, workload, model_record, plan, Path(tmp))
                 rows.append(r)
                 print(f"{workload:<18} measured window {r['window_s']:6.2f} s over {r['updates']} updates; "
                       f"harness on the run's threads {r['caller_s'] * 1e3:7.1f} ms "

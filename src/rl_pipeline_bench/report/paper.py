@@ -11,11 +11,13 @@ paths (pdfTeX primitives in the template), so a rebuild is byte-identical.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -27,6 +29,8 @@ from . import figures
 from .build import fmt_num
 from .files import write_output
 from .latex import escape, latex_table
+
+log = logging.getLogger(__name__)
 
 #: What to install when latexmk is missing (Debian/Ubuntu package names; .ci/setup_tex.sh does it).
 TEX_PACKAGES = ("latexmk", "texlive-latex-base", "texlive-latex-recommended")
@@ -373,5 +377,9 @@ def render_paper_sources(summary_paths, plan_paths, evidence_root, out_dir, suit
     """
     from .build import collect_report
 
+    t0 = time.monotonic()
     data = collect_report(summary_paths, plan_paths, evidence_root, suite_name, spec, attempts_index, stats_settings)
-    return write_sources(paper_inputs(data, eval_summary_paths, run_infra_paths, probe_paths), out_dir)
+    written = write_sources(paper_inputs(data, eval_summary_paths, run_infra_paths, probe_paths), out_dir)
+    log.info("wrote %d paper source file(s) under %s from %d run(s) in %.2f s", len(written), out_dir,
+             len(data.runs), time.monotonic() - t0)
+    return written

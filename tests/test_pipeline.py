@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from planted_secrets import MARK, PLANTED_SECRETS
 from workflow_copy import scheduled_jobs as _jobs
-from workflow_copy import snakemake
+from workflow_copy import snakemake as _snakemake
 from workflow_copy import spec_id as smoke_spec
 
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
@@ -29,7 +29,7 @@ WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted
 
 
 def snakemake(workdir: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return snakemake(workdir, *args, extra_env=PLANTED_SECRETS, **kw)
+    return _snakemake(workdir, *args, extra_env=PLANTED_SECRETS, **kw)
 
 
 def _run_dirs(workdir: Path) -> list[Path]:

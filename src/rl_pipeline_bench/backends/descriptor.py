@@ -48,6 +48,9 @@ class Backend:
     native_support: (config, suite) -> the native settings that its package's `support` module
         (`python -m rl_pipeline_bench.backends.<name>.support`) hands to the installed framework
         in the framework's own environment; `bench preflight` refuses gaps before the lease.
+    container_network: network mode of its container runs ("none": loopback only).
+    container_host_config: further docker-py `create_host_config` options its container
+        runs need (e.g. `ipc_mode` for multi-process frameworks); never mounts.
     """
 
     name: str
@@ -69,10 +72,20 @@ class Backend:
     variant: Callable[[Any], list[str]] | None = None
     preload: Callable[[], None] | None = None
     native_support: Callable[[Any, Any], dict] | None = None
+    container_network: str = "none"
+    container_host_config: Mapping[str, Any] = field(default_factory=dict)
 
 
 def framework_backend(*, topology: Any, models: tuple[str, ...], **fields: Any) -> Backend:
     """A framework under the comparison contract: CUDA only, exactly its topology's GPUs,
-    a revision-pinned hub snapshot of one of its supported models."""
+    a revision-pinned hub snapshot of one of its supported models.
+
+    Its container runs share the host's IPC namespace (vLLM's Docker guide asks for
+    `--ipc=host` or a large `--shm-size`: PyTorch shares tensors between processes
+    through shared memory) and the host's network (Ray and NCCL discover node
+    addresses; a loopback-only container has not been tried with them).
+    """
+    fields.setdefault("container_network", "host")
+    fields.setdefault("container_host_config", {"ipc_mode": "host"})
     return Backend(devices=("cuda",), gpus=topology.train_gpus + topology.inference_gpus, topology=topology,
                    models=models, model_sources=("hub",), **fields)

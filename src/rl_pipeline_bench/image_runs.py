@@ -39,10 +39,15 @@ def model_cache(model: Mapping[str, Any]) -> Path | None:
 
 
 def run_mounts(evidence_root: Path, model: Mapping[str, Any], inputs: Sequence[Path | str],
-               lease_record: str | None = None) -> list[Mount]:
-    """Evidence read-write; the model cache, the input/provenance records and the lease record read-only."""
+               lease_record: str | None = None, writable: Sequence[Path | str] = ()) -> list[Mount]:
+    """Evidence read-write (the evidence root, and `writable` files such as the attempts index);
+    the model cache, the input/provenance records and the lease record read-only."""
     Path(evidence_root).mkdir(parents=True, exist_ok=True)
     mounts = [bind(evidence_root, read_only=False)]
+    for path in writable:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).touch()
+        mounts.append(bind(path, read_only=False))
     cache = model_cache(model)
     if cache is not None:
         mounts.append(bind(cache))
@@ -87,6 +92,7 @@ def run_in_image(
     evidence_root: Path,
     model: Mapping[str, Any],
     inputs: Sequence[Path | str],
+    writable: Sequence[Path | str] = (),
     network_mode: str = "none",
     host_config: Mapping[str, Any] | None = None,
     client=None,
@@ -103,7 +109,7 @@ def run_in_image(
     labels = {images.LABEL_RECIPE: checked["recipe_sha256"], images.LABEL_SOURCE: checked["source_sha256"]}
     lease_record = os.environ.get(RECORD_ENV) or None
     gpus = current_lease_gpus() or []
-    mounts = run_mounts(evidence_root, model, inputs, lease_record)
+    mounts = run_mounts(evidence_root, model, inputs, lease_record, writable)
     return container_run.run_container(
         checked["image_id"], ["bench", *inner_args],
         mounts=mounts, environment=container_environment(labels, model, lease_record),
@@ -120,3 +126,22 @@ def evidence_status(evidence_dir: Path) -> str | None:
         return json.loads((Path(evidence_dir) / "manifest.json").read_text()).get("status")
     except (OSError, ValueError):
         return None
+
+
+def container_identity(backend: str, root: Path | str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Provenance of the run inside the container: the container itself and its recomputed hashes.
+
+    `in_image.matches` is false when the image's files, or the running code, are not
+    what its labels say; the runner then fails the run before the backend starts.
+    """
+    control = container_run.read_control(env)
+    in_image = provenance.in_image_identity(backend, root, env)
+    return {
+        "runtime": "container",
+        "container": control,
+        "in_image": in_image,
+        "recipe_proof": ("in-container recomputation equals the image's labels" if in_image["matches"]
+                         else "in-container recomputation DIFFERS from the image's labels: " + "; ".join(in_image["problems"])),
+        "recipe_sha256": in_image["recipe_sha256"],
+        "source_sha256": in_image["source_sha256"],
+    }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rl_pipeline_bench import image_runs, images, provenance
@@ -41,8 +43,34 @@ def test_environment_carries_the_baked_hashes_cache_and_lease(tmp_path):
     assert env["HF_HOME"] == model["hf_home"] and env["HF_HUB_OFFLINE"] == "1"
     assert env["RL_BENCH_LEASE_RECORD"] == str((tmp_path / "lease.json").resolve())
     assert "RL_BENCH_LEASE_RECORD" not in image_runs.container_environment(labels, model)
-    assert image_runs.inside_container({CONTROL_ENV: "/rl-bench/control/container.json"})
-    assert not image_runs.inside_container({})
+    assert "CUDA_VISIBLE_DEVICES" not in env
+    leased = image_runs.container_environment(labels, model, None, ["GPU-aaaa", "GPU-bbbb"])
+    assert leased["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa,GPU-bbbb", "the lease's UUIDs, as on the host"
+
+
+def test_a_run_in_the_image_or_a_pod_runs_in_place_never_nested():
+    assert image_runs.in_place({CONTROL_ENV: "/rl-bench/control/container.json"})
+    assert image_runs.in_place({"RL_BENCH_RUNTIME": "container"}), "a Kubernetes pod of the image: ENV says container"
+    assert not image_runs.in_place({"RL_BENCH_RUNTIME": "native"}) and not image_runs.in_place({})
+
+
+def test_the_inner_run_is_the_same_run_with_absolute_paths_and_the_host_s_run_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("spec.json", "model.json", "plan.parquet", "image.json"):
+        (tmp_path / name).write_text("{}")
+    host = image_runs.HostRun(None, "reference", "multi_turn", 2, _model(tmp_path), Path("model.json"),
+                              Path("results/evidence"), Path("results/attempts.jsonl"), Path("image.json"),
+                              plan=Path("plan.parquet"), recipe_record=Path("missing-recipe.json"))
+    args = host.inner_args("RUN-1", tmp_path / "spec.json")
+    flags = dict(zip(args[1::2], args[2::2]))
+    assert args[0] == "run" and flags["--run-id"] == "RUN-1" and flags["--trial"] == "2"
+    assert flags["--evidence-root"] == str(tmp_path / "results/evidence")
+    assert flags["--attempts-index"] == str(tmp_path / "results/attempts.jsonl")
+    assert flags["--model-record"] == str(tmp_path / "model.json") and flags["--plan"] == str(tmp_path / "plan.parquet")
+    assert "--run-json" not in flags, "the host writes run.json, once the container's evidence says completed"
+    assert "--recipe-record" not in flags, "a record that does not exist is neither passed nor mounted"
+    assert host.inputs(tmp_path / "spec.json") == [tmp_path / "spec.json", Path("model.json"), Path("plan.parquet"),
+                                                   Path("image.json")]
 
 
 def test_container_names_are_engine_safe_and_framework_runs_share_ipc():

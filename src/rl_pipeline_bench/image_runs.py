@@ -3,13 +3,17 @@
 The host keeps the lease (it runs under `bench lease run`) and decides the run id. It
 checks that the image is still the one the preflight proved, then starts `bench run`
 inside it (rl_pipeline_bench.container_run) with only these mounted, at their host
-paths: the evidence root (read-write), the model cache and the run's input and
-provenance records (read-only). The leased GPUs go in as device requests, the image's
-baked hashes as environment. Inside, `bench run` writes the evidence and records the
-container and its own recomputation of the baked hashes in the manifest
-(runner.container_identity). The host writes run.json only when the container exited
-0 and its evidence says completed; a container that died before writing evidence
-still leaves a failed evidence directory.
+paths: the evidence root and the attempts index (read-write), the model cache and the
+run's spec, input and provenance records (read-only). The leased GPUs go in as device
+requests, the image's baked hashes as environment. Inside, `bench run` writes the
+evidence and records the container and its own recomputation of the baked hashes in
+the manifest (`in_container_identity`). The host writes run.json only when the
+container exited 0 and its evidence says completed; a container that died before
+writing evidence still leaves a failed evidence directory.
+
+Where the image's own environment says `RL_BENCH_RUNTIME=container` (inside a
+container this module started, or a Kubernetes pod running the image), `bench run`
+runs in place: containers are never nested.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,10 +30,15 @@ from . import container_run, images, provenance
 from .container_run import Mount, bind
 
 
-def inside_container(env: Mapping[str, str] | None = None) -> bool:
-    """True in a container that run_container started (its control record is named)."""
+#: Set by every backend image (its Dockerfile's ENV): this process already runs in the image.
+RUNTIME_ENV = "RL_BENCH_RUNTIME"
+
+
+def in_place(env: Mapping[str, str] | None = None) -> bool:
+    """True where a container suite's run executes here, not in a new container: in the image
+    (its ENV says RL_BENCH_RUNTIME=container: a container run_container started, or a pod)."""
     env = os.environ if env is None else env
-    return bool(env.get(container_run.CONTROL_ENV))
+    return env.get(RUNTIME_ENV) == "container" or bool(env.get(container_run.CONTROL_ENV))
 
 
 def model_cache(model: Mapping[str, Any]) -> Path | None:
@@ -61,8 +72,12 @@ def run_mounts(evidence_root: Path, model: Mapping[str, Any], inputs: Sequence[P
 
 
 def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
-                          lease_record: str | None = None) -> dict[str, str]:
-    """What the in-container run needs besides the image's own environment."""
+                          lease_record: str | None = None, gpu_uuids: Sequence[str] = ()) -> dict[str, str]:
+    """What the in-container run needs besides the image's own environment.
+
+    The leased GPUs are named by UUID in CUDA_VISIBLE_DEVICES, as on the host: the
+    engine exposes exactly those devices, and the UUIDs stay valid inside.
+    """
     env = {
         provenance.BAKED_RECIPE_ENV: labels.get(images.LABEL_RECIPE, ""),
         provenance.BAKED_SOURCE_ENV: labels.get(images.LABEL_SOURCE, ""),
@@ -76,6 +91,8 @@ def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
         from .leases import RECORD_ENV
 
         env[RECORD_ENV] = str(Path(lease_record).resolve())
+    if gpu_uuids:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_uuids)
     return env
 
 
@@ -109,15 +126,30 @@ def run_in_image(
     labels = {images.LABEL_RECIPE: checked["recipe_sha256"], images.LABEL_SOURCE: checked["source_sha256"]}
     lease_record = os.environ.get(RECORD_ENV) or None
     gpus = current_lease_gpus() or []
+    uuids = [g["uuid"] for g in gpus]
     mounts = run_mounts(evidence_root, model, inputs, lease_record, writable)
     return container_run.run_container(
         checked["image_id"], ["bench", *inner_args],
-        mounts=mounts, environment=container_environment(labels, model, lease_record),
-        gpu_uuids=[g["uuid"] for g in gpus], name=container_name(run_id),
+        mounts=mounts, environment=container_environment(labels, model, lease_record, uuids),
+        gpu_uuids=uuids, name=container_name(run_id),
         labels={container_run.LABEL_RUN: run_id, images.LABEL_BACKEND: backend},
         network_mode=network_mode, user=f"{os.getuid()}:{os.getgid()}", client=client, log=log,
         extra_host_config=host_config,
     )
+
+
+def stop_on_sigterm() -> None:
+    """In the image `bench run` is the container's PID 1, which gets SIGTERM only through a
+    handler: an engine's stop then fails the run with its evidence kept, instead of a kill."""
+    import signal
+
+    def handler(signum, frame):
+        raise container_run.ContainerInterrupted(signum)
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (tests): the caller's handling stays
+        pass
 
 
 def evidence_status(evidence_dir: Path) -> str | None:
@@ -128,7 +160,7 @@ def evidence_status(evidence_dir: Path) -> str | None:
         return None
 
 
-def container_identity(backend: str, root: Path | str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def in_container_identity(backend: str, root: Path | str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Provenance of the run inside the container: the container itself and its recomputed hashes.
 
     `in_image.matches` is false when the image's files, or the running code, are not
@@ -145,3 +177,96 @@ def container_identity(backend: str, root: Path | str, env: Mapping[str, str] | 
         "recipe_sha256": in_image["recipe_sha256"],
         "source_sha256": in_image["source_sha256"],
     }
+
+
+@dataclass
+class HostRun:
+    """One container run as the host's `bench run` starts it (runner.execute_run fills it in)."""
+
+    run_spec: Any
+    backend: str
+    workload: str
+    trial: int
+    model: Mapping[str, Any]
+    model_record: Path
+    evidence_root: Path
+    attempts_index: Path
+    image_record: Path | None
+    plan: Path | None = None
+    recipe_record: Path | None = None
+    source_record: Path | None = None
+
+    def inner_args(self, run_id: str, spec_file: Path) -> list[str]:
+        """`bench run ...` inside the image: the same run, every path absolute (mounted at its host path)."""
+        args = ["run", "--spec", str(spec_file), "--backend", self.backend, "--workload", self.workload,
+                "--trial", str(self.trial), "--model-record", _abs(self.model_record),
+                "--evidence-root", _abs(self.evidence_root), "--attempts-index", _abs(self.attempts_index),
+                "--run-id", run_id]
+        for flag, path in (("--plan", self.plan), ("--recipe-record", self.recipe_record),
+                           ("--source-record", self.source_record), ("--image-record", self.image_record)):
+            if path is not None and Path(path).exists():
+                args += [flag, _abs(path)]
+        return args
+
+    def inputs(self, spec_file: Path) -> list[Path]:
+        return [Path(p) for p in (spec_file, self.model_record, self.plan, self.recipe_record, self.source_record,
+                                  self.image_record) if p is not None and Path(p).exists()]
+
+
+def _abs(path: Path | str) -> str:
+    return str(Path(path).resolve())
+
+
+def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[str], None] = print) -> tuple[int, Path]:
+    """Run `host` inside its backend image; return (exit code, evidence directory).
+
+    0 only when the container exited 0 and its evidence says completed; 128+N after
+    signal N stopped it (SIGTERM, SIGINT). A container that never wrote its evidence (it could not start, or died first) gets a failed evidence
+    directory from the host, so every attempt leaves a record.
+    """
+    from . import attempts, backends
+    from .evidence import EvidenceWriter
+    from .spec import write_spec
+
+    if host.image_record is None:
+        raise images.PreflightError(
+            f"a runtime: container run needs its image record: pass --image-record results/images/{host.backend}.json "
+            f"(built by `bench build --backend {host.backend}`)")
+    record = images.load_image_record(host.image_record, host.backend)
+    descriptor = backends.get(host.backend)
+    evidence_dir = Path(host.evidence_root).resolve() / run_id
+    result = None
+    error = None
+    with tempfile.TemporaryDirectory(prefix="rl-bench-spec-") as scratch:
+        spec_file = host.run_spec.path
+        if spec_file is None:  # resolved from a config by hand: the container reads the same spec
+            spec_file = write_spec(host.run_spec.doc, Path(scratch) / f"{host.run_spec.id}.json").path
+        try:
+            result = run_in_image(
+                host.backend, record, host.inner_args(run_id, Path(spec_file).resolve()), run_id=run_id,
+                evidence_root=host.evidence_root, model=host.model, inputs=host.inputs(Path(spec_file)),
+                writable=[host.attempts_index], network_mode=descriptor.container_network,
+                host_config=descriptor.container_host_config, client=client, log=log)
+        except (images.ImageError, container_run.ContainerRunError, container_run.ContainerInterrupted) as exc:
+            error = exc
+    status = evidence_status(evidence_dir)
+    if status is None:  # the benchmark never started inside: the host records the attempt
+        reason = error or f"container exited with {result.exit_code if result else '?'} before writing evidence"
+        writer = EvidenceWriter(host.evidence_root, run_id, {
+            "backend": host.backend, "workload": host.workload, "suite": host.run_spec.suite_name,
+            "trial": host.trial, "spec": {"id": host.run_spec.id, "hash": host.run_spec.hash},
+            "runtime": "container", "image": record, "container": result.as_dict() if result else None})
+        attempts.append_event(host.attempts_index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
+        writer.logger.error("container run failed: %s", reason)
+        writer.finish("failed", error=str(reason))
+        attempts.append_event(host.attempts_index, "finished", run_id, status="failed",
+                              finished_at=writer.manifest["finished_at"], error=attempts.error_gist(str(reason)))
+        status = "failed"
+    if error is not None:
+        log(f"bench: container run {run_id} failed: {error}")
+        # Interrupted: the shell's code for death by that signal (the container is gone).
+        return (128 + error.signum if isinstance(error, container_run.ContainerInterrupted) else 1), evidence_dir
+    if result.exit_code != 0 or status != "completed":
+        log(f"bench: container run {run_id} exited with {result.exit_code}, evidence status {status}")
+        return 1, evidence_dir
+    return 0, evidence_dir

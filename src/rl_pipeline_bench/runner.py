@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import attempts
+from . import attempts, image_runs
 from . import workloads as wl
 from . import backends
 from .config import ConfigError, Suite, check_member, get_suite
@@ -137,11 +137,14 @@ def execute_run(
     evidence_dir_root: Path | None = None,
     command: list[str] | None = None,
     attempts_index: Path | None = None,
+    run_id: str | None = None,
 ) -> int:
     """Run one (spec, backend, workload, trial); return the process exit code.
 
     The attempt is appended to the attempts index (default: beside the evidence root)
     when its evidence directory exists and again when it ends, failed runs included.
+    A `runtime: container` run started on the host runs this same function inside the
+    backend's image (rl_pipeline_bench.image_runs), under the host's lease and run id.
     """
     config = run_spec.as_config()
     suite = get_suite(config, run_spec.suite_name)
@@ -157,6 +160,19 @@ def execute_run(
     contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]
     contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
 
+    root = Path(evidence_dir_root or evidence_root())
+    index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)
+    if suite["runtime"] == "container" and not image_runs.in_place():
+        host = image_runs.HostRun(run_spec, backend, workload, trial, model, Path(model_record), root, index,
+                                  image_record, plan_path, recipe_record, source_record)
+        run_id = run_id or new_run_id(suite.name, backend, workload, trial)
+        code, evidence_dir = image_runs.execute_in_image(host, run_id)
+        if code == 0 and run_json is not None:
+            _write_run_json(Path(run_json), run_id, evidence_dir, run_spec, backend, workload, trial)
+        print(f"bench: container run {run_id} {'completed' if code == 0 else 'FAILED'}; evidence in {evidence_dir}",
+              file=sys.stdout if code == 0 else sys.stderr, flush=True)
+        return code
+
     recipe = _read_json(recipe_record) or {}
     source = _read_json(source_record) or {}
     image = _read_json(image_record)
@@ -164,8 +180,8 @@ def execute_run(
         # What setup ran is only known from the prefix's setup manifests; the recipe
         # hash of a native run is what was requested, not proven by an image.
         identity = native_identity(backend, os.environ.get("RL_BENCH_ENV_ROOT"), ROOT)
-    else:
-        identity = {"runtime": "container", "recipe_proof": "image labels, checked by bench preflight before the lease"}
+    else:  # in the image: the container (if this project started it) and the hashes recomputed here
+        identity = image_runs.in_container_identity(backend, ROOT)
     manifest = {
         "backend": backend,
         "workload": workload,
@@ -191,9 +207,7 @@ def execute_run(
     }
     if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
         descriptor.preload()
-    run_id = new_run_id(suite.name, backend, workload, trial)
-    root = Path(evidence_dir_root or evidence_root())
-    index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)
+    run_id = run_id or new_run_id(suite.name, backend, workload, trial)
     writer = EvidenceWriter(root, run_id, manifest)
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
@@ -206,6 +220,9 @@ def execute_run(
     ctx = RunContext(config, suite, backend, workload, spec, trial, plan, model, suite["device"], writer, contract,
                      run_spec)
     try:
+        if identity["runtime"] == "container":
+            _refuse_unproven_image(identity)
+            image_runs.stop_on_sigterm()
         descriptor.run(ctx)
     except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
         writer.logger.error("run failed: %s", exc)
@@ -221,6 +238,13 @@ def execute_run(
         _write_run_json(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial)
     print(f"bench: run {run_id} completed; evidence in {writer.path}", flush=True)
     return 0
+
+
+def _refuse_unproven_image(identity: dict[str, Any]) -> None:
+    """Fail the run before the backend starts when the image is not what its labels say."""
+    if not identity["in_image"]["matches"]:
+        raise RuntimeError("the image's contents are not what it was built and labelled with: "
+                           + "; ".join(identity["in_image"]["problems"]))
 
 
 def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,

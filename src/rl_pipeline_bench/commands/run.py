@@ -62,7 +62,7 @@ def cmd_run(args) -> int:
         spec, args.backend, args.workload, args.trial,
         model_record=Path(model_record), plan_path=args.plan, run_json=args.run_json,
         recipe_record=args.recipe_record, source_record=args.source_record, image_record=args.image_record,
-        evidence_dir_root=args.evidence_root, attempts_index=args.attempts_index,
+        evidence_dir_root=args.evidence_root, attempts_index=args.attempts_index, run_id=args.run_id,
     )
 
 
@@ -126,6 +126,8 @@ def register(sub) -> None:
     p.add_argument("--evidence-root", type=Path, default=None, help="default: results/evidence")
     p.add_argument("--attempts-index", type=Path, default=None,
                    help="attempts index to append to (default: attempts.jsonl beside the evidence root)")
+    p.add_argument("--run-id", default=None,
+                   help="use this run id (a container run's host passes the one it chose; default: a fresh one)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("plan", help="list the runs a suite contains, its spec id and its contract")

@@ -78,3 +78,31 @@ def test_container_names_are_engine_safe_and_framework_runs_share_ipc():
     assert get("reference").container_network == "none" and not get("reference").container_host_config
     for name in ("art", "skyrl"):
         assert get(name).container_host_config == {"ipc_mode": "host"} and get(name).container_network == "host"
+
+
+def _preflight_in_place(baked_recipe: str, baked_source: str):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, RL_BENCH_RUNTIME="container", DOCKER_HOST="unix:///nonexistent/no-engine.sock",
+               **{provenance.BAKED_RECIPE_ENV: baked_recipe, provenance.BAKED_SOURCE_ENV: baked_source})
+    return subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "preflight", "--backend", "reference",
+                           "--runtime", "container"], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_preflight_in_a_pod_of_the_image_checks_the_image_in_place_without_an_engine():
+    """In a Kubernetes pod (RL_BENCH_RUNTIME=container, the image's ENV) there is no engine to ask:
+    the preflight recomputes this tree's hashes and compares them with the baked ones."""
+    import json
+
+    from rl_pipeline_bench.paths import ROOT
+
+    recipe = provenance.recipe_record("reference", ROOT)["sha256"]
+    source = provenance.source_manifest(ROOT)
+    ok = _preflight_in_place(recipe, source)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["in_image"]["matches"] is True
+    stale = _preflight_in_place("0" * 64, source)
+    assert stale.returncode == 1
+    assert f"recipe sha256 recomputed in the container is {recipe}, the image was baked with {'0' * 64}" in stale.stderr

@@ -71,7 +71,7 @@ def _preflight(args: argparse.Namespace) -> int:
     """Everything a run must prove before a GPU lease: model snapshot, then image or native prefix."""
     import os
 
-    from .. import images, provenance, snapshots
+    from .. import image_runs, images, provenance, snapshots
     from ..framework_support import SupportError
     from ..topology import preflight as topology_preflight
 
@@ -100,7 +100,14 @@ def _preflight(args: argparse.Namespace) -> int:
             snapshots.verify_record(record)
             result["model"] = {k: record[k] for k in ("model", "repo_id", "revision", "snapshot_path")}
             result["model"]["files_verified"] = len(record["files"])
-        if args.runtime == "container":
+        if args.runtime == "container" and image_runs.in_place():
+            # Already in the image (a Kubernetes pod of it): no engine to ask, the image proves itself.
+            ident = image_runs.in_container_identity(args.backend, args.root)
+            if not ident["in_image"]["matches"]:
+                raise images.PreflightError(f"preflight in the {args.backend} image: "
+                                            + "; ".join(ident["in_image"]["problems"]))
+            result.update(ident)
+        elif args.runtime == "container":
             result.update(images.container_identity(
                 args.backend, args.root, record=args.record, verify_contents=not args.labels_only,
                 require_dependencies=not args.allow_provenance_only))
@@ -120,7 +127,7 @@ def _framework_support(args: argparse.Namespace, config: dict, suite: str, resul
     """Ask the framework, in its own environment, whether it can express the contract; refuse on gaps."""
     import os
 
-    from .. import backends
+    from .. import backends, image_runs
     from .. import framework_support as fs
     from ..config import get_suite
 
@@ -128,7 +135,7 @@ def _framework_support(args: argparse.Namespace, config: dict, suite: str, resul
     if native_config is None:  # a backend without a separate framework (the reference backend)
         return {}
     native = native_config(config, get_suite(config, suite))
-    if args.runtime == "container":
+    if args.runtime == "container" and not image_runs.in_place():
         from .. import images
 
         answer = fs.check_in_image(args.backend, native, result["image"]["image_id"], images.engine_client())

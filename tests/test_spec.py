@@ -6,6 +6,7 @@ import copy
 import json
 
 import pytest
+from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.config import get_suite, load_config
@@ -146,3 +147,18 @@ def test_commands_refuse_a_bad_spec_file_naming_it(tmp_path, capsys, text):
         assert bench(argv) == 2, argv
         err = capsys.readouterr().err
         assert str(bad) in err and "Traceback" not in err, err
+
+
+def test_summarize_run_refuses_evidence_of_another_spec_naming_both(config, tmp_path, capsys):
+    """`bench summarize-run --spec`: a run record or evidence manifest of another spec hash is refused."""
+    doc = build_spec(config, "smoke")
+    spec = write_spec(doc, tmp_path / "specs" / f"{doc['id']}.json")
+    out = tmp_path / "summary.json"
+    for record_hash, manifest_hash in ((spec.hash, "feedfeedfeed"), ("feedfeedfeed", spec.hash)):
+        ev = build_evidence(tmp_path / f"evidence-{record_hash}", manifest={"spec": {"hash": manifest_hash}})
+        run_json = tmp_path / f"run-{record_hash}.json"
+        run_json.write_text(json.dumps({"evidence_dir": str(ev), "spec_hash": record_hash}))
+        assert bench(["summarize-run", str(run_json), "--output", str(out), "--spec", str(spec.path)]) == 2
+        err = capsys.readouterr().err
+        assert "feedfeedfeed" in err and spec.hash in err, err
+        assert not out.exists(), "no summary is written for evidence of another spec"

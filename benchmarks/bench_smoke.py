@@ -25,9 +25,19 @@ TARGET_PIPELINE_S = 300.0
 TARGET_REBUILD_S = 10.0
 
 
-def snakemake(workdir: Path, *args: str) -> float:
+def clone_env(workdir: Path) -> dict[str, str]:
+    """Environment that runs the clone's own workflow and package with this interpreter."""
     env = dict(os.environ, RL_BENCH_ROOT=str(workdir))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # The environment's editable install points at this checkout's src/; the clone's own
+    # package must win, or a clone of another commit would run today's code.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(workdir / "src"), env.get("PYTHONPATH")]))
+    return env
+
+
+def snakemake(workdir: Path, *args: str) -> float:
+    """Seconds one `snakemake --cores 1 ARGS` takes in `workdir`; exits naming the failure."""
+    env = clone_env(workdir)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -57,7 +67,7 @@ def main() -> int:
     # and the report command alone (interpreter, pandas/matplotlib imports, rendering).
     noop_s = snakemake(workdir, "reports/comparison.html")
     print(f"  of which: snakemake start-up + DAG with nothing to do: {noop_s:.1f} s")
-    env = dict(os.environ, RL_BENCH_ROOT=str(workdir))
+    env = clone_env(workdir)
     start = time.perf_counter()
     (spec,) = sorted(workdir.glob("results/specs/smoke-*.json"))
     subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "report", "--spec", str(spec),

@@ -20,21 +20,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_smoke import ROOT, snakemake  # noqa: E402
+
 VARIANTS = {"extra=0": "    contract: {{warmup_updates: 5, measured_updates: 15, headline_updates: 5, extra_offered_updates: 0}}\n",
             "extra=default": ""}
-
-
-def snakemake(workdir: Path, *args: str) -> None:
-    env = dict(os.environ, RL_BENCH_ROOT=str(workdir))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=workdir, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}")
 
 
 def main() -> int:
@@ -52,9 +44,8 @@ def main() -> int:
         override = workdir / f"{name.replace('=', '-')}.yaml"
         override.write_text(f"suites:\n  smoke:\n    workloads: [{args.workloads}]\n    trials: {args.trials}\n"
                             + contract.format())
-        start = time.perf_counter()
-        snakemake(workdir, "reports/comparison.html", "--configfile", str(override))
-        print(f"{name}: pipeline {time.perf_counter() - start:.0f} s", flush=True)
+        pipeline_s = snakemake(workdir, "reports/comparison.html", "--configfile", str(override))
+        print(f"{name}: pipeline {pipeline_s:.0f} s", flush=True)
         specs = sorted(glob.glob(str(workdir / "results/specs/smoke-*.json")), key=os.path.getmtime)
         spec = Path(specs[-1]).stem
         for path in sorted(glob.glob(str(workdir / f"results/runs/{spec}/*/*/trial*/summary.json"))):

@@ -108,9 +108,11 @@ def _benchmark_summary(tmp: Path) -> Path:
     from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
 
     from rl_pipeline_bench.contract import summarize_to_file
+    from rl_pipeline_bench.spec import build_spec
 
-    ev = build_evidence(tmp / "results/evidence")
-    out = tmp / "results/runs/smoke/reference/multi_turn/trial1/summary.json"
+    spec = build_spec(load_config(), "smoke")  # the run's spec, as `bench run` records it in the manifest
+    ev = build_evidence(tmp / "results/evidence", manifest={"spec": {"id": spec["id"], "hash": spec["hash"]}})
+    out = tmp / f"results/runs/{spec['id']}/reference/multi_turn/trial1/summary.json"
     summarize_to_file(ev, out)
     return out
 
@@ -170,6 +172,7 @@ def test_export_and_the_seeds_query_against_a_real_server(server, summaries):
     s = json.loads(bench_summary.read_text())
     assert b.data.params["backend"] == "reference" and b.data.params["workload"] == "multi_turn"
     assert s["valid"] and b.data.params["recipe_sha256"] == "a" * 64
+    assert b.data.params["spec_hash"] == s["spec"]["hash"] and len(s["spec"]["hash"]) == 12  # which settings ran
     assert b.data.metrics["headline_trajectories_per_s"] == pytest.approx(s["e2e"]["headline"]["trajectories_per_s"])
     assert "trainer_assistant_tokens_per_s" in b.data.metrics
 

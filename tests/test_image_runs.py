@@ -106,3 +106,30 @@ def test_preflight_in_a_pod_of_the_image_checks_the_image_in_place_without_an_en
     stale = _preflight_in_place("0" * 64, source)
     assert stale.returncode == 1
     assert f"recipe sha256 recomputed in the container is {recipe}, the image was baked with {'0' * 64}" in stale.stderr
+
+
+def test_an_image_whose_files_differ_from_its_labels_fails_the_run_before_the_backend(tmp_path, monkeypatch):
+    """In place (RL_BENCH_RUNTIME=container), a recomputed hash that differs from the baked one fails the
+    run with its evidence kept, naming both hashes; the backend never starts."""
+    import json
+
+    from rl_pipeline_bench import runner
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.paths import ROOT
+    from rl_pipeline_bench.spec import build_spec, check_spec
+
+    spec = check_spec(build_spec(load_config(ROOT / "config.yaml"), "smoke_container"))
+    source = provenance.source_manifest(ROOT)
+    monkeypatch.setenv("RL_BENCH_RUNTIME", "container")
+    monkeypatch.setenv(provenance.BAKED_RECIPE_ENV, provenance.recipe_record("reference", ROOT)["sha256"])
+    monkeypatch.setenv(provenance.BAKED_SOURCE_ENV, "f" * 64)
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"model": "reference-tiny-qwen3moe", "snapshot_path": str(tmp_path / "no-weights")}))
+    # (no weights exist: a backend that started would fail on them, with another error)
+    code = runner.execute_run(spec, "reference", "multi_turn", 1, model_record=model,
+                              evidence_dir_root=tmp_path / "evidence", run_id="in-place-mismatch")
+    manifest = json.loads((tmp_path / "evidence/in-place-mismatch/manifest.json").read_text())
+    assert code == 1 and manifest["status"] == "failed"
+    assert "Traceback" in manifest["error"] and "_refuse_unproven_image" in manifest["error"], "before the backend"
+    assert f"source sha256 recomputed in the container is {source}, the image was baked with {'f' * 64}" in manifest["error"]
+    assert manifest["provenance"]["in_image"]["matches"] is False and manifest["provenance"]["container"] is None

@@ -7,7 +7,7 @@ have their own evidence, then times the rebuild alternately (before, after, befo
 so both see the same machine load, and prints every timing, the medians, the growth and
 the load average. Each clone runs its own code (bench_smoke.clone_env). Not a test.
 
-    uv run python benchmarks/bench_rebuild.py [--before 4c1cac8] [--after HEAD] [--repeats 3]
+    uv run python benchmarks/bench_rebuild.py [--before 4c1cac8] [--after HEAD] [--repeats 3] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -43,15 +43,21 @@ def main() -> int:
     parser.add_argument("--before", default="4c1cac8", help="commit before the change (default: before issue 9)")
     parser.add_argument("--after", default="HEAD", help="commit with the change (default: HEAD)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--keep", type=Path, default=None, help="clone here and keep it (default: a temp dir)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="clone here and keep it; clones kept there from an earlier call are reused (default: a temp dir)")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="rl-bench-rebuild-"))
     clones = {}
     for label, rev in (("before", args.before), ("after", args.after)):
         workdir = base / label
-        commit = clone_at(rev, workdir)
-        pipeline_s = snakemake(workdir, "reports/comparison.html")
-        print(f"{label} ({commit}): smoke pipeline {pipeline_s:.0f} s; load average {load()}", flush=True)
+        if (workdir / "reports/comparison.html").is_file():  # a kept clone whose pipeline ran: time only
+            commit = subprocess.run(["git", "-C", str(workdir), "rev-parse", "--short", "HEAD"], check=True,
+                                    capture_output=True, text=True).stdout.strip()
+            print(f"{label} ({commit}): reusing {workdir}", flush=True)
+        else:
+            commit = clone_at(rev, workdir)
+            pipeline_s = snakemake(workdir, "reports/comparison.html")
+            print(f"{label} ({commit}): smoke pipeline {pipeline_s:.0f} s; load average {load()}", flush=True)
         clones[label] = (commit, workdir)
     times: dict[str, list[float]] = {label: [] for label in clones}
     for i in range(args.repeats):

@@ -45,8 +45,8 @@ def _env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS of the process in MiB); exits naming the command when it fails."""
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, float]:
+    """(wall seconds, peak RSS in MiB, CPU seconds) of the process; exits naming the command when it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = proc.stdout.read()
@@ -55,7 +55,7 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{out.decode(errors='replace')[-4000:]}")
-    return elapsed, usage.ru_maxrss // 1024
+    return elapsed, usage.ru_maxrss // 1024, usage.ru_utime + usage.ru_stime
 
 
 def snakemake(workdir: Path, *args: str) -> float:
@@ -112,7 +112,7 @@ def synthesise(workdir: Path, n_runs: int, dest: Path) -> list[Path]:
     return out
 
 
-def bench_scale(workdir: Path, n_runs: int) -> tuple[float, int]:
+def bench_scale(workdir: Path, n_runs: int) -> tuple[float, int, float]:
     spec, _sources, plans = smoke_inputs(workdir)
     with tempfile.TemporaryDirectory(prefix=f"rl-bench-scale{n_runs}-") as tmp:
         dest = Path(tmp)
@@ -120,10 +120,12 @@ def bench_scale(workdir: Path, n_runs: int) -> tuple[float, int]:
         summaries = synthesise(workdir, n_runs, dest)
         print(f"  synthesised {n_runs} runs (copies of {workdir}'s smoke evidence) in {time.perf_counter() - t0:.1f} s",
               flush=True)
-        # Relative paths, as the workflow passes them (10 000 absolute ones come near ARG_MAX).
+        # As the render_report rule calls it (the plan rule's offered-length figures included);
+        # relative paths, as the workflow passes them (10 000 absolute ones come near ARG_MAX).
         rel = [str(p.relative_to(dest)) for p in summaries]
         cmd = [str(Path(sys.executable).parent / "bench"), "report", "--spec", str(spec), "--summaries", *rel,
-               "--plans", *map(str, plans), "--evidence-root", "results/evidence",
+               "--plans", *map(str, plans), "--offered-figures", *(str(p.with_suffix(".offered.png")) for p in plans),
+               "--evidence-root", "results/evidence",
                "--attempts-index", "results/attempts.jsonl", "--html", "reports/comparison.html",
                "--tables", "reports/tables", "--figures", "reports/figures"]
         return timed(cmd, dest, _env(workdir))
@@ -167,11 +169,11 @@ def main() -> int:
     if "scale" not in args.skip:
         sizes = {}
         for n in args.runs:
-            wall, rss = bench_scale(workdir, n)
+            wall, rss, cpu = bench_scale(workdir, n)
             sizes[n] = (wall, rss)
             target = TARGET_SCALE_S.get(n)
             ok &= target is None or wall <= target
-            print(f"bench report over {n} runs: {wall:.1f} s, peak RSS {rss} MiB"
+            print(f"bench report over {n} runs: {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss} MiB"
                   + (f" (target <= {target:.0f} s)" if target else ""), flush=True)
         if len(sizes) >= 2:
             (n0, (_, r0)), (n1, (_, r1)) = sorted(sizes.items())[0], sorted(sizes.items())[-1]

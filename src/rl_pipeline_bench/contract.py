@@ -521,7 +521,15 @@ def summarize_evidence(ev: Evidence) -> dict:
         "provenance": {k: m.get(k) for k in (
             "model", "recipe_sha256", "source_sha256", "image", "host", "gpus",
             "started_at", "finished_at", "command")},
+        "timeline": update_timeline(updates),
     }
+
+
+def update_timeline(updates: pd.DataFrame) -> dict[str, list]:
+    """Every recorded update's completion, in update order: what the report draws, so it reads no evidence."""
+    rows = updates[["update", "completed_at"]].sort_values("update", kind="stable")
+    return {"update": [int(u) for u in rows["update"]],
+            "completed_at": [float(t) if math.isfinite(t) else None for t in rows["completed_at"].astype(float)]}
 
 
 def summarize(evidence_dir: Path | str) -> dict:

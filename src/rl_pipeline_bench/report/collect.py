@@ -129,18 +129,35 @@ def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[s
 _SHOWN_PROBLEMS = ("updates", "manifest_schema")
 
 
+def _summary_timeline(summary: dict[str, Any]) -> pd.DataFrame | None:
+    """The update timeline the summary carries (contract.update_timeline), or None when it has none."""
+    t = summary.get("timeline")
+    if not isinstance(t, dict) or not isinstance(t.get("update"), list) or not isinstance(t.get("completed_at"), list) \
+            or len(t["update"]) != len(t["completed_at"]):
+        return None
+    df = pd.DataFrame({"update": pd.Series(t["update"], dtype="int64"),
+                       "completed_at": pd.Series(t["completed_at"], dtype="float64")})
+    return df if len(df) else None
+
+
 def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
-    """A run from its summary, plus the update timeline from its evidence (the only table read)."""
+    """A run from its summary and its update timeline: the summary's own, else read from its evidence.
+
+    Summaries carry the timeline since the report stopped reading evidence for it (a
+    thousand runs' updates tables were most of a large report's time); older ones fall
+    back to the evidence's updates table (the only table read).
+    """
     from ..evidence import UPDATES, read_evidence
 
     summary = load_summary(summary_path)
     problems: list[str] = []
     _fill_identity(summary, Path(summary_path), problems)
     evidence_dir = resolve_evidence_dir(summary, evidence_root)
-    updates = None
+    updates = _summary_timeline(summary)
     if evidence_dir is None:
-        problems.append(f"evidence directory of run {summary['run_id']} not found under {evidence_root}; no timeline")
-    else:
+        problems.append(f"evidence directory of run {summary['run_id']} not found under {evidence_root}"
+                        + ("" if updates is not None else "; no timeline"))
+    elif updates is None:
         ev = read_evidence(evidence_dir, tables=(UPDATES,))
         problems.extend(p for p in ev.problems if p.startswith(_SHOWN_PROBLEMS))
         if len(ev.updates):

@@ -211,7 +211,10 @@ def test_single_backend_non_default_contract(tmp_path):
     assert "did NOT use the default contract" in _section(html, "contract")
     assert "2 warmup + 3 measured updates" in html
     assert "Only one backend (reference)" in _section(html, "ratios")
-    assert "no timeline" in _section(html, "validation")
+    assert "not found under" in _section(html, "validation")
+    # its timeline is the summary's own: still drawn and tabulated without the evidence
+    updates = pd.read_csv(reports / "tables" / "updates.csv")
+    assert sorted(updates.groupby("workload").size().to_dict().items()) == [("long_generation", 5), ("multi_turn", 5)]
     assert pd.read_csv(reports / "tables" / "ratios.csv").empty
     # header + both reported runs: the attempt whose evidence went is still known from its summary
     assert (reports / "tables" / "attempts.csv").read_text().count("\n") == 3
@@ -282,6 +285,9 @@ def test_mixed_schema_versions(tmp_path):
             m = json.loads((path / "manifest.json").read_text())
             (path / "manifest.json").write_text(json.dumps({**m, "schema": "rl-bench/evidence/v2"}))
         summaries.append(_summarize(tmp_path, spec, "reference", w, path))
+    older = json.loads(summaries[0].read_text())  # a v1 summary from before summaries carried the timeline
+    expected_timeline = older.pop("timeline")
+    summaries[0].write_text(json.dumps(older))
     future = tmp_path / "results" / "runs" / spec.id / "reference" / "multi_turn" / "trial2" / "summary.json"
     future.parent.mkdir(parents=True)
     future.write_text(json.dumps({"schema": "rl-bench/summary/v2", "run_id": "x", "rates": {}}))
@@ -299,6 +305,10 @@ def test_mixed_schema_versions(tmp_path):
     runs = pd.read_csv(reports / "tables" / "runs.csv").set_index("workload")
     assert "manifest_schema" in runs.loc["long_generation", "reasons"]
     assert "rl-bench/evidence/v2" in validation  # the evidence reader's reason, shown for the run
+    drawn = pd.read_csv(reports / "tables" / "updates.csv")
+    drawn = drawn[drawn.workload == "multi_turn"]  # read from its evidence: the summary has no timeline
+    assert drawn["update"].tolist() == expected_timeline["update"]
+    assert drawn["completed_at"].round(6).tolist() == [round(t, 6) for t in expected_timeline["completed_at"]]
     from rl_pipeline_bench.report.paper import render_paper_sources
 
     render_paper_sources(inputs["summaries"], inputs["plans"], ev, tmp_path / "paper", suite, spec,

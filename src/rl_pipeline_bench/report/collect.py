@@ -33,6 +33,17 @@ class ReportInputError(ValueError):
     """A declared report input (summary or plan) is missing or malformed; names the file."""
 
 
+@dataclass(frozen=True)
+class Timeline:
+    """One run's update completions in update order (plain arrays: a report may hold 10 000)."""
+
+    update: np.ndarray  # int64
+    completed_at: np.ndarray  # float64, seconds since the run's start
+
+    def __len__(self) -> int:
+        return len(self.update)
+
+
 @dataclass
 class Run:
     """One benchmark run as the report sees it: its summary plus its update timeline."""
@@ -40,7 +51,7 @@ class Run:
     summary: dict[str, Any]
     summary_path: str
     evidence_dir: Path | None
-    updates: pd.DataFrame | None
+    updates: Timeline | None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -129,15 +140,19 @@ def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[s
 _SHOWN_PROBLEMS = ("updates", "manifest_schema")
 
 
-def _summary_timeline(summary: dict[str, Any]) -> pd.DataFrame | None:
+def _timeline(update, completed_at) -> Timeline | None:
+    u, t = np.asarray(update, dtype=np.int64), np.asarray(completed_at, dtype=np.float64)
+    order = np.argsort(u, kind="stable")
+    return Timeline(u[order], t[order]) if len(u) else None
+
+
+def _summary_timeline(summary: dict[str, Any]) -> Timeline | None:
     """The update timeline the summary carries (contract.update_timeline), or None when it has none."""
     t = summary.get("timeline")
     if not isinstance(t, dict) or not isinstance(t.get("update"), list) or not isinstance(t.get("completed_at"), list) \
             or len(t["update"]) != len(t["completed_at"]):
         return None
-    df = pd.DataFrame({"update": pd.Series(t["update"], dtype="int64"),
-                       "completed_at": pd.Series(t["completed_at"], dtype="float64")})
-    return df if len(df) else None
+    return _timeline(t["update"], [np.nan if v is None else v for v in t["completed_at"]])
 
 
 def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
@@ -160,8 +175,7 @@ def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
     elif updates is None:
         ev = read_evidence(evidence_dir, tables=(UPDATES,))
         problems.extend(p for p in ev.problems if p.startswith(_SHOWN_PROBLEMS))
-        if len(ev.updates):
-            updates = ev.updates[["update", "completed_at"]].sort_values("update", kind="stable").reset_index(drop=True)
+        updates = _timeline(ev.updates["update"].to_numpy(), ev.updates["completed_at"].to_numpy())
     return Run(summary, str(summary_path), evidence_dir, updates, problems)
 
 

@@ -51,7 +51,7 @@ def _backend_colors(backends: list[str]) -> dict[str, str]:
 def _draw_many(ax, runs: list[Run], backend: str, color: str) -> None:
     """All trials of one backend in one collection: valid ones solid, invalid ones dashed."""
     for valid, style in ((True, "-"), (False, "--")):
-        lines = [np.column_stack([r.updates["update"].to_numpy(float), r.updates["completed_at"].to_numpy(float)])
+        lines = [np.column_stack([r.updates.update.astype(float), r.updates.completed_at])
                  for r in runs if (r.summary.get("valid") is True) is valid and r.updates is not None and len(r.updates)]
         if lines:
             label = f"{backend}: {len(lines)} {'valid' if valid else 'INVALID'} trials"
@@ -93,7 +93,7 @@ def timelines_figure(runs: list[Run], workloads: list[str], backends: list[str],
                     continue
                 _, b, t = r.key
                 valid = r.summary.get("valid") is True
-                ax.plot(r.updates["update"], r.updates["completed_at"], color=colors.get(b, "k"),
+                ax.plot(r.updates.update, r.updates.completed_at, color=colors.get(b, "k"),
                         linestyle=_LINESTYLES[(t - 1) % len(_LINESTYLES)], marker="o" if valid else "x",
                         markersize=3, label=f"{b} trial {t}" + ("" if valid else " (INVALID)"))
             if not any(r.updates is not None and len(r.updates) for r in cell):

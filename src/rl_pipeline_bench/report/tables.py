@@ -370,7 +370,7 @@ def updates_table(runs: list[Run]) -> pd.DataFrame:
         if r.updates is None:
             continue
         contract = r.summary.get("contract") or {}
-        for u, t in zip(r.updates["update"].tolist(), r.updates["completed_at"].tolist()):
+        for u, t in zip(r.updates.update.tolist(), r.updates.completed_at.tolist()):
             rows.append({"workload": r.key[0], "backend": r.key[1], "trial": r.key[2],
                          "run_id": r.summary["run_id"], "update": int(u), "completed_at": float(t),
                          "window": window_of(int(u), contract)})

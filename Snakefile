@@ -20,6 +20,7 @@ include: "rules/model.smk"
 include: "rules/workloads.smk"
 include: "rules/runs.smk"
 include: "rules/eval.smk"
+include: "rules/probes.smk"
 include: "rules/report.smk"
 include: "rules/tracking.smk"
 

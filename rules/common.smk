@@ -203,3 +203,28 @@ def eval_lease_prefix(wildcards):
 
     run_id = f"eval-{wildcards.esuite}-{wildcards.policy}-run{wildcards.run}"
     return shlex.join(lease_command(settings["gpu_sets"], settings["gpus"], run_id)) + " "
+
+def suite_probe_settings(suite_name):
+    """The suite's resolved probe settings (config `probes:` defaults + the suite's overrides)."""
+    from rl_pipeline_bench.probes.settings import probe_settings
+
+    return probe_settings(config, suite_settings(suite_name).settings)
+
+
+def probe_lease_prefix(suite_name, probe):
+    """`bench lease run ... --` over the suite's GPU set for a GPU probe; nothing on a CPU suite."""
+    suite = suite_settings(suite_name)
+    if suite["gpus"] == 0:
+        return ""
+    from rl_pipeline_bench.leases import lease_command
+
+    return shlex.join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], f"{suite.name}-probe-{probe}")) + " "
+
+
+def suite_probes(suite):
+    """The suite's probe records (all-reduce, storage, checkpoint)."""
+    return [f"results/probes/{suite.name}/{p}.json" for p in ("allreduce", "storage", "checkpoint")]
+
+
+def suite_run_infra(suite):
+    return [f"{d}/infra.json" for d in suite_runs(suite)]

@@ -13,6 +13,8 @@ rule render_report:
         provenance=report_provenance_inputs,
         evals=eval_summaries(config.get("eval_suite")),
         offered_figures=spec_offered_figures(SPEC_ID),
+        run_infra=spec_run_infra(SPEC_ID),
+        probes=spec_probes(SPEC_ID),
     output:
         html="reports/comparison.html",
         tables=directory("reports/tables"),
@@ -30,7 +32,8 @@ rule render_report:
         "bench report --spec {input.spec:q} --summaries {input.summaries:q} --plans {input.plans:q}"
         " --offered-figures {input.offered_figures:q} --eval-summaries {input.evals:q}"
         " --evidence-root {params.evidence_root:q} --attempts-index {params.attempts:q} --html {output.html:q}"
-        " --tables {output.tables:q} --figures {output.figures:q} {params.statistics} > {log:q} 2>&1"
+        " --tables {output.tables:q} --figures {output.figures:q} {params.statistics}"
+        " --run-infra {input.run_infra:q} --probes {input.probes:q} > {log:q} 2>&1"
 
 
 # The paper report: the same inputs as the HTML report, as LaTeX tables, vector PDF figures

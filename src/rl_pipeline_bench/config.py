@@ -153,6 +153,7 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
             n = len([s for s in spec.split(",") if s.strip()])
             if n != suite["gpus"]:
                 problems.append(f"config key '{key}/gpu_sets': set '{spec}' names {n} devices, the suite needs {suite['gpus']}")
+    problems.extend(_probe_problems(config))
     for name, wl in config["workloads"].items():
         for dist in ("prompt_tokens", "completion_tokens", "tool_observation_tokens", "tool_schema_tokens"):
             knots = wl[dist]
@@ -173,6 +174,20 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
+
+
+def _probe_problems(config: dict[str, Any]) -> list[str]:
+    """Probe settings a schema cannot check: message-size order, ranks a suite's GPUs can hold."""
+    problems = []
+    for name, suite in config["suites"].items():
+        ar = {**config["probes"]["allreduce"], **((suite.get("probes") or {}).get("allreduce") or {})}
+        where = f"suites/{name}/probes/allreduce" if "allreduce" in (suite.get("probes") or {}) else "probes/allreduce"
+        if ar["min_bytes"] > ar["max_bytes"]:
+            problems.append(f"config key '{where}': min_bytes {ar['min_bytes']} exceeds max_bytes {ar['max_bytes']}")
+        if suite["device"] == "cuda" and ar["world_size"] is not None and ar["world_size"] > suite["gpus"]:
+            problems.append(f"config key '{where}/world_size': {ar['world_size']} ranks need more GPUs than the "
+                            f"suite leases ({suite['gpus']})")
+    return problems
 
 
 def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from .config import ConfigError, Suite, check_member, get_suite
 from .evidence import EvidenceWriter, atomic_write_json, new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
+from .probes.settings import probe_settings
+from .probes.telemetry import beside_run
 from .provenance import native_identity
 from .redaction import redact_text
 from .spec import RunSpec, SpecError
@@ -223,7 +225,9 @@ def execute_run(
         if identity["runtime"] == "container":
             _refuse_unproven_image(identity)
             image_runs.stop_on_sigterm()
-        descriptor.run(ctx)
+        # GPU telemetry beside the run, on exactly the leased GPUs; never a reason for the run to fail.
+        with beside_run(writer, manifest["gpus"], probe_settings(config, suite.settings)["telemetry"]):
+            descriptor.run(ctx)
     except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
         writer.logger.error("run failed: %s", exc)
         writer.finish("failed", error="".join(traceback.format_exception(exc)))

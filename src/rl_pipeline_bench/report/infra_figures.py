@@ -57,30 +57,30 @@ def _bars(ax, labels, values, target_key: str, unit: str, log: bool) -> None:
     ax.legend(loc="best", fontsize=7)
 
 
-def storage_png(table: pd.DataFrame) -> bytes:
+def _target_panels(table: pd.DataFrame, split: str, panels: tuple[str, str], value: str, label, target: str,
+                   unit: str, log: bool, title: str) -> bytes:
+    """Two bar panels (one per value of `split`), each against its `{target}_{panel}` target line."""
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         fig = Figure(figsize=(7.5, 3.0))
         axes = fig.subplots(1, 2, squeeze=False).ravel()
         fig.subplots_adjust(left=0.1, right=0.98, bottom=0.2, top=0.88, wspace=0.3)
-        for ax, direction in zip(axes, ("write", "read")):
-            rows = table[table["direction"] == direction]
-            _bars(ax, [f"{r.label}\n{r.engine}{'' if r.direct else ' (buffered)'}" for r in rows.itertuples()],
-                  rows["mb_per_s"].astype(float).tolist(), f"storage_{direction}", "MB/s (10^6 bytes/s)", False)
-            ax.set_title(f"sequential {direction}")
+        for ax, panel in zip(axes, panels):
+            rows = table[table[split] == panel]
+            _bars(ax, [label(r) for r in rows.itertuples()], rows[value].astype(float).tolist(),
+                  f"{target}_{panel}", unit, log)
+            ax.set_title(title.format(panel))
         return _png(fig)
+
+
+def storage_png(table: pd.DataFrame) -> bytes:
+    return _target_panels(table, "direction", ("write", "read"), "mb_per_s",
+                          lambda r: f"{r.label}\n{r.engine}{'' if r.direct else ' (buffered)'}", "storage",
+                          "MB/s (10^6 bytes/s)", False, "sequential {}")
 
 
 def checkpoint_png(table: pd.DataFrame) -> bytes:
-    with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(7.5, 3.0))
-        axes = fig.subplots(1, 2, squeeze=False).ravel()
-        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.2, top=0.88, wspace=0.3)
-        for ax, op in zip(axes, ("save", "load")):
-            rows = table[table["operation"] == op]
-            _bars(ax, [f"{r.label}\n{r.item} ({r.device})" for r in rows.itertuples()],
-                  rows["seconds"].astype(float).tolist(), f"checkpoint_{op}", "seconds (log)", True)
-            ax.set_title(f"checkpoint {op} (safetensors)")
-        return _png(fig)
+    return _target_panels(table, "operation", ("save", "load"), "seconds", lambda r: f"{r.label}\n{r.item} ({r.device})",
+                          "checkpoint", "seconds (log)", True, "checkpoint {} (safetensors)")
 
 
 def write_figures(tables: dict[str, pd.DataFrame], figures_dir: Path) -> dict[str, bytes]:

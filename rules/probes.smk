@@ -29,7 +29,7 @@ rule run_infra:
     wildcard_constraints:
         trial=r"\d+",
     shell:
-        "bench probe summarize-run {input.run:q} --flops-card {input.card:q} --output {output:q} --log {log:q} > /dev/null"
+        "bench probe summarize-run {input.run:q} --flops-card {input.card:q} --output {output:q} > {log:q} 2>&1"
 
 
 rule allreduce_probe:

@@ -112,14 +112,12 @@ def _model_flops(args) -> int:
 
 
 def _summarize_run(args) -> int:
-    from ..jobs import job_log
     from ..probes.run_infra import summarize_run_json
 
-    with job_log(args.log):
-        summary = summarize_run_json(args.run_json, args.flops_card, args.output)
+    summary = summarize_run_json(args.run_json, args.flops_card, args.output)
     t = summary["telemetry"]
     e = summary["trainer_efficiency"]
-    print(f"bench probe summarize-run: telemetry {t['status']}"
+    print(f"bench probe summarize-run: wrote {args.output}; telemetry {t['status']}"
           + (f" ({t['reason']})" if t.get("reason") else "")
           + f"; trainer efficiency {e['status']}" + (f" ({e.get('reason')})" if e.get("reason") else ""))
     return 0
@@ -179,5 +177,4 @@ def register(subparsers) -> None:
     r.add_argument("run_json", type=Path, metavar="RUN_JSON")
     r.add_argument("--flops-card", type=Path, help="results/probes/flops/MODEL.json (omit: no MFU)")
     r.add_argument("--output", type=Path, required=True)
-    r.add_argument("--log", type=Path)
     r.set_defaults(func=_summarize_run)

@@ -26,8 +26,9 @@ include: "rules/tracking.smk"
 
 
 # Light rules run where Snakemake runs, also under a cluster executor
-# (--profile profiles/slurm or profiles/kubernetes): only benchmark runs and
-# evaluation runs (the rules with a `gpu` resource) go to the cluster.
+# (--profile profiles/slurm or profiles/kubernetes): only benchmark runs, evaluation
+# runs and the infrastructure probes (the rules with a `gpu` resource or that measure
+# the machine they run on) go to the cluster.
 localrules:
     image_build,
     model_identity,
@@ -36,6 +37,9 @@ localrules:
     run_spec,
     workload_plan,
     summarize_run,
+    model_flops,
+    run_infra,
+    probes,
     render_report,
     eval_spec,
     eval_summary,

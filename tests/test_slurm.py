@@ -207,10 +207,12 @@ def test_pipeline_runs_through_sbatch_and_renders_the_report(slurm_pipeline):
     assert f"JobId={job['job_id']}" in detail and "JobState=COMPLETED" in detail, detail
     assert "TimeLimit=12:00:00" in detail, "the profile's runtime reaches sbatch -t"
     assert f"submitted with SLURM jobid {job['job_id']}" in output
-    # Kept logs (--slurm-keep-successful-logs); only benchmark runs went to the cluster.
+    # Kept logs (--slurm-keep-successful-logs); only benchmark runs and the infrastructure
+    # probes (which measure the node) went to the cluster.
     logs = workdir / "logs" / "slurm"
     assert list(logs.glob(f"rule_run_benchmark/*/{job['job_id']}.log"))
-    assert sorted(p.name for p in logs.iterdir()) == ["rule_run_benchmark"]
+    assert sorted(p.name for p in logs.iterdir()) == ["rule_allreduce_probe", "rule_checkpoint_probe",
+                                                       "rule_run_benchmark", "rule_storage_probe"]
     assert "localrule render_report" in output and "localrule summarize_run" in output
     html = (workdir / "reports/comparison.html").read_text()
     assert CPU_SUITE in html and "multi_turn" in html

@@ -7,6 +7,7 @@ rule mlflow_export:
     input:
         summaries=spec_summaries(SPEC_ID),
         evals=eval_summaries(config.get("eval_suite")),
+        probes=suite_probes(SUITE) + suite_run_infra(SUITE),
     output:
         "results/mlflow/exported-{suite}.json",
     log:
@@ -15,5 +16,6 @@ rule mlflow_export:
         uri=lambda wc: f"--uri {shlex.quote(config['mlflow_uri'])}" if config.get("mlflow_uri") else "",
         experiment=config.get("mlflow_experiment", "RLinf"),
     shell:
-        "bench mlflow export --summaries {input.summaries:q} --eval-summaries {input.evals:q} {params.uri}"
+        "bench mlflow export --summaries {input.summaries:q} --eval-summaries {input.evals:q}"
+        " --probe-summaries {input.probes:q} {params.uri}"
         " --experiment {params.experiment:q} --record {output:q} > {log:q} 2>&1"

@@ -60,6 +60,52 @@ def test_smoke_pipeline_produces_valid_runs_and_report(smoke_workdir):
     assert len(headline) == len(WORKLOADS)
 
 
+def test_smoke_report_has_the_infrastructure_section_with_cpu_figures(smoke_workdir):
+    html = (smoke_workdir / "reports/comparison.html").read_text()
+    assert 'id="infrastructure"' in html and "no GPU lease: a CPU run" in html
+    tables = smoke_workdir / "reports/tables"
+    storage = pd.read_csv(tables / "infra_storage.csv")
+    assert list(storage["direction"]) == ["write", "read"] and (storage["mb_per_s"] > 0).all()
+    allreduce = pd.read_csv(tables / "infra_allreduce.csv")
+    assert set(allreduce["backend"]) == {"gloo"} and (allreduce["world_size"] == 2).all()
+    assert allreduce["bytes"].max() == 1 << 20 and (allreduce["busbw_gbps"] > 0).all()
+    checkpoint = pd.read_csv(tables / "infra_checkpoint.csv")
+    assert len(checkpoint) == 4 and (checkpoint["seconds"] > 0).all()
+    efficiency = pd.read_csv(tables / "infra_trainer_efficiency.csv")
+    assert set(efficiency["status"]) == {"estimated"} and (efficiency["achieved_tflops"] > 0).all()
+    for name in ("infra_allreduce", "infra_storage", "infra_checkpoint"):
+        assert (smoke_workdir / "reports/figures" / f"{name}.png").is_file()
+    assert not (smoke_workdir / "results/probes/scratch").exists()  # the probes left nothing behind
+
+
+def test_leased_run_without_nvml_records_why_and_completes(smoke_workdir, tmp_path):
+    """A GPU lease (through the inventory test seam) on a host without NVML: the sampler
+    cannot start, the manifest says why, and the run goes on to completion."""
+    import yaml
+
+    from lease_helpers import gpu, lease_argv, lease_env, write_inventory
+
+    config = yaml.safe_load((smoke_workdir / "config.yaml").read_text())
+    config["suites"]["smoke"]["contract"] = {"warmup_updates": 1, "measured_updates": 1, "headline_updates": 1}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    inventory = write_inventory(tmp_path / "inventory.json", [gpu(0)])
+    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--config", str(config_path), "--backend", "reference",
+           "--workload", "tool_history", "--evidence-root", str(tmp_path / "evidence")]
+    env = dict(lease_env(inventory, tmp_path / "locks"), RL_BENCH_ROOT=str(smoke_workdir))
+    proc = subprocess.run(lease_argv("0", 1, "telemetry-no-nvml", run), cwd=smoke_workdir, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (evidence,) = (tmp_path / "evidence").iterdir()
+    manifest = json.loads((evidence / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["gpus"][0]["uuid"] == gpu(0)["uuid"]
+    assert manifest["telemetry"]["status"] == "unavailable"
+    assert manifest["telemetry"]["reason"].startswith("NVML could not be initialised")
+    assert manifest["telemetry"]["devices"] == [{"index": 0, "uuid": gpu(0)["uuid"]}]
+    assert not (evidence / "telemetry.parquet").exists()
+    assert "telemetry not started" in (evidence / "run.log").read_text()
+
+
 def test_plans_are_the_offered_work_for_every_backend(smoke_workdir):
     from rl_pipeline_bench import workloads as wl
     from rl_pipeline_bench.config import load_config

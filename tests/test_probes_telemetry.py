@@ -123,14 +123,18 @@ def test_sampler_writes_telemetry_as_it_goes_on_exactly_the_leased_devices(tmp_p
     with beside_run(w, devices, {"interval_s": 0.02, "flush_interval_s": 0.05}, nvml=fake):
         assert _manifest(w)["status"] == "running" and _manifest(w)["driver"] == "999.99"
         time.sleep(0.4)
-        mid, why = read_telemetry(w.path)  # already on disk while the run goes on
-        assert why is None and len(mid) > 0
+        mid, why = read_telemetry(w.path)  # already on disk while the run goes on, as parts
+        assert why is None and len(mid) > 0 and not (w.path / TELEMETRY).exists()
+        assert list((w.path / "parts").glob("telemetry-*.arrow"))
     t = _manifest(w)
     assert t["status"] == "recorded" and t["polls"] >= 5 and fake.shutdown == 1
     assert t["unsupported_queries"] == ["GPU-1:power"] and t["errors"] == []
     assert 0 <= t["sampler_busy_fraction"] < 1
     df, why = read_telemetry(w.path)
     assert why is None and len(df) == t["rows"] and len(df) >= len(mid)
+    assert (w.path / TELEMETRY).is_file() and not list((w.path / "parts").glob("telemetry-*"))  # whole table now
+    w.finish("completed")  # the writer's own parts go too; the telemetry table stays
+    assert len(read_telemetry(w.path)[0]) == t["rows"]
     assert set(df["gpu_uuid"]) == {"GPU-0", "GPU-1"} and set(df["gpu_index"]) == {3, 5}
     poll = df[df["source"] == "poll"]
     g0 = poll[poll["gpu_uuid"] == "GPU-0"]
@@ -162,3 +166,16 @@ def test_schema_and_reader_agree(tmp_path):
     (tmp_path / TELEMETRY).write_bytes(b"not parquet")
     assert "not readable" in read_telemetry(tmp_path)[1]
     assert isinstance(df, pd.DataFrame)
+
+
+def test_parts_of_a_sampler_that_never_stopped_are_readable(tmp_path):
+    """A crash leaves the parts written so far; the reader concatenates them in order."""
+    w = _writer(tmp_path)
+    sampler = TelemetrySampler(w.path / TELEMETRY, [{"index": 0, "uuid": "GPU-0"}], w.clock, interval_s=0.02,
+                               flush_interval_s=0.05, nvml=FakeNvml())
+    assert sampler.start()["status"] == "running"
+    time.sleep(0.3)
+    df, why = read_telemetry(w.path)  # no whole table: the parts so far
+    assert why is None and len(df) > 0 and not (w.path / TELEMETRY).exists()
+    assert df["t"].is_monotonic_increasing
+    sampler.stop()

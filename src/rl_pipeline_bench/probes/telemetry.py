@@ -6,8 +6,11 @@ memory controller), memory used/total, power and SM clock, and also drains NVML'
 own utilisation sample buffers (`nvmlDeviceGetSamples`), which hold finer-grained
 samples than the poll. Times are seconds on the run's evidence clock.
 
-`telemetry.parquet` in the evidence directory is rewritten atomically every
-`flush_interval_s`, so it grows as the run goes and a crash keeps what was sampled.
+The samples grow as the run goes like the other evidence tables (evidence_parts): every
+`flush_interval_s` the rows since the last flush become one append-only part
+(`parts/telemetry-{seq}.arrow`); when the sampler stops it writes the whole
+`telemetry.parquet` and removes its parts. A crash keeps the parts, and
+`read_telemetry` reads either layout.
 Telemetry is never a validity rule: if NVML cannot start, the sampler records why
 in the manifest's `telemetry` field and the run goes on without it.
 """
@@ -25,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TELEMETRY = "telemetry.parquet"
+TELEMETRY_STEM = "telemetry"  # its parts while the run goes: parts/telemetry-{seq}.arrow
 
 TELEMETRY_SCHEMA = pa.schema(
     [
@@ -85,6 +89,7 @@ class TelemetrySampler:
         self._rows: list[dict] = []  # in sampling order; readers sort by t
         self._batches: list[pa.RecordBatch] = []
         self._converted = 0
+        self._seq = 0
         self._last_seen: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -121,7 +126,6 @@ class TelemetrySampler:
             return self._unavailable(f"NVML could not open leased GPU(s) {[d['uuid'] for d in self.devices]}: {exc}")
         now_us = int(time.time() * 1e6)  # NVML sample buffers: only what comes after this instant
         self._last_seen = {(d["uuid"], kind): now_us for d in self.devices for kind in self._sample_kinds()}
-        self._write()
         self._started_at = self.clock()
         self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
         self._thread.start()
@@ -136,7 +140,7 @@ class TelemetrySampler:
         self._thread.join(timeout=max(5.0, 3 * self.interval_s))
         if not self._thread.is_alive():  # a thread stuck in NVML keeps its rows to itself
             self._poll()  # the last instants of the run
-        self._write()
+        self._write(final=True)
         self._shutdown()
         elapsed = max(self.clock() - (self._started_at or 0.0), 1e-9)
         counts = {s: sum(1 for r in self._rows if r["source"] == s) for s in SOURCES}
@@ -252,17 +256,27 @@ class TelemetrySampler:
             if samples:
                 self._last_seen[key] = max(self._last_seen[key], max(int(s.timeStamp) for s in samples))
 
-    def _write(self) -> None:
-        """Rewrite the file atomically; only rows new since the last write are converted (cheap per flush)."""
+    def _write(self, final: bool = False) -> None:
+        """One part with the rows since the last write; `final`: the whole table in place of the parts."""
         from ..evidence import atomic_write_table
+        from ..evidence_parts import PARTS_DIR, part_files, part_name, write_part
 
         begin = time.perf_counter()
         fresh = self._rows[self._converted:]
-        if fresh or not self._batches:
-            self._batches.append(pa.RecordBatch.from_pylist(fresh, schema=TELEMETRY_SCHEMA))
-            self._converted += len(fresh)
         try:
-            atomic_write_table(self.path, pa.Table.from_batches(self._batches, schema=TELEMETRY_SCHEMA))
+            if fresh:
+                batch = pa.RecordBatch.from_pylist(fresh, schema=TELEMETRY_SCHEMA)
+                self._batches.append(batch)
+                self._converted += len(fresh)
+                if not final:
+                    parts = self.path.parent / PARTS_DIR
+                    parts.mkdir(exist_ok=True)
+                    self._seq += 1
+                    write_part(parts / part_name(TELEMETRY_STEM, self._seq), pa.Table.from_batches([batch]))
+            if final:
+                atomic_write_table(self.path, pa.Table.from_batches(self._batches, schema=TELEMETRY_SCHEMA))
+                for f in part_files(self.path.parent, TELEMETRY_STEM) or []:
+                    f.unlink()
             self._flushes += 1
         except OSError as exc:
             self._note("-", "write", exc)
@@ -270,18 +284,29 @@ class TelemetrySampler:
 
 
 def read_telemetry(evidence_dir: Path | str) -> tuple[Any, str | None]:
-    """(DataFrame, None), or (empty DataFrame, why) when the run has no readable telemetry."""
-    f = Path(evidence_dir) / TELEMETRY
-    if not f.is_file():
-        return TELEMETRY_SCHEMA.empty_table().to_pandas(), f"{TELEMETRY} not found"
-    try:
-        table = pq.read_table(f)
-    except Exception as exc:  # truncated or foreign file
-        return TELEMETRY_SCHEMA.empty_table().to_pandas(), f"{TELEMETRY} is not readable parquet: {exc}"
-    missing = [n for n in TELEMETRY_SCHEMA.names if n not in table.column_names]
-    if missing:
-        return TELEMETRY_SCHEMA.empty_table().to_pandas(), f"{TELEMETRY} lacks column(s) {missing}"
-    df = table.select(TELEMETRY_SCHEMA.names).cast(TELEMETRY_SCHEMA).to_pandas()
+    """(DataFrame sorted by time, None), or (empty DataFrame, why) when there is no readable telemetry.
+
+    The whole `telemetry.parquet` of a finished sampler, else the parts of a running or
+    crashed one, in sequence order.
+    """
+    from ..evidence_parts import part_files, read_part
+
+    empty = TELEMETRY_SCHEMA.empty_table().to_pandas()
+    d = Path(evidence_dir)
+    files = [d / TELEMETRY] if (d / TELEMETRY).is_file() else (part_files(d, TELEMETRY_STEM) or [])
+    if not files:
+        return empty, f"{TELEMETRY} not found (nor telemetry parts)"
+    pieces = []
+    for f in files:
+        try:
+            table = pq.read_table(f) if f.suffix == ".parquet" else read_part(f)
+        except Exception as exc:  # truncated or foreign file
+            return empty, f"{f.relative_to(d)} is not readable: {exc}"
+        missing = [n for n in TELEMETRY_SCHEMA.names if n not in table.column_names]
+        if missing:
+            return empty, f"{f.relative_to(d)} lacks column(s) {missing}"
+        pieces.append(table.select(TELEMETRY_SCHEMA.names).cast(TELEMETRY_SCHEMA))
+    df = pa.concat_tables(pieces).to_pandas()
     return df.sort_values(["t", "gpu_index", "source"], kind="stable").reset_index(drop=True), None
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..evidence import atomic_write_json, read_evidence
+from ..evidence import CALLS, INTERVALS, atomic_write_json, read_evidence
 from . import phases
 from .efficiency import trainer_efficiency
 from .telemetry import read_telemetry
@@ -47,7 +47,7 @@ def telemetry_summary(ev) -> dict[str, Any]:
 
 
 def summarize_run_infra(evidence_dir: Path | str, card: dict[str, Any] | None) -> dict[str, Any]:
-    ev = read_evidence(evidence_dir)
+    ev = read_evidence(evidence_dir, tables=(CALLS, INTERVALS))  # phases and FLOPs need no updates table
     m = ev.manifest or {}
     return {
         "schema": RUN_INFRA_SCHEMA,

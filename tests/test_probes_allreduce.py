@@ -65,3 +65,19 @@ def test_expectations_table_names_its_sources():
     p4de = next(r for r in rows if r["id"] == "p4de-inter-node")
     assert (p4de["expected_min_gbps"], p4de["expected_max_gbps"]) == (40, 50)
     assert all(r["source"] and r["scope"] in ("inter-node", "intra-node") for r in rows)
+
+
+def test_probe_settings_follow_the_suite():
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.probes.settings import merged_probe_settings, probe_settings
+
+    config = load_config()
+    smoke = probe_settings(config, config["suites"]["smoke"])
+    assert smoke["allreduce"]["backend"] == "gloo" and smoke["allreduce"]["world_size"] == 2
+    assert smoke["allreduce"]["max_bytes"] == 1 << 20  # the smoke suite's own override
+    assert smoke["checkpoint"]["device"] == "cpu"
+    gpu = probe_settings(config, config["suites"]["reference_gpu"])
+    assert gpu["allreduce"]["backend"] == "nccl" and gpu["allreduce"]["world_size"] == 1
+    assert gpu["allreduce"]["max_bytes"] == 1 << 30 and gpu["storage"]["size_bytes"] == 4 << 30
+    assert "backend" not in merged_probe_settings(config, config["suites"]["smoke"])["allreduce"]
+    assert config["probes"]["allreduce"]["max_bytes"] == 1 << 30  # the config itself is not changed

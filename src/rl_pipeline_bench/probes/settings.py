@@ -1,8 +1,9 @@
 """A suite's probe settings: the top-level `probes:` defaults with the suite's own overrides on top.
 
-Also the choices that follow from the suite: NCCL on a CUDA suite (one rank per GPU
-unless `world_size` says otherwise), gloo with two ranks on a CPU suite; the
-checkpoint probe loads onto the suite's device.
+`merged_probe_settings` is what the config says (schema-shaped: what a run spec records);
+`probe_settings` adds what follows from the suite: NCCL on a CUDA suite (one rank per
+GPU unless `world_size` says otherwise), gloo with two ranks on a CPU suite, and the
+checkpoint probe loading onto the suite's device.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ from typing import Any
 SECTIONS = ("telemetry", "allreduce", "storage", "checkpoint")
 
 
-def probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Resolved probe settings for one suite (a new dict; the config is not changed)."""
+def merged_probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Defaults with the suite's overrides, key by key (a new dict; the config is not changed)."""
     merged = copy.deepcopy(config["probes"])
     for section, overrides in (suite_settings.get("probes") or {}).items():
         merged[section].update(copy.deepcopy(overrides))
+    return merged
+
+
+def probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Resolved probe settings for one suite, with the choices the suite's device implies."""
+    merged = merged_probe_settings(config, suite_settings)
     cuda = suite_settings["device"] == "cuda"
     ar = merged["allreduce"]
     ar["backend"] = "nccl" if cuda else "gloo"

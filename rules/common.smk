@@ -137,13 +137,18 @@ def image_args(wildcards, input):
 
 def lease_prefix(wildcards):
     """`bench lease run ... --` for GPU suites; nothing for CPU suites."""
-    doc = spec_doc(wildcards.spec)
+    return spec_lease_prefix(
+        wildcards.spec, f"{wildcards.spec}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}")
+
+
+def spec_lease_prefix(spec_id, run_id):
+    """The lease over the spec's GPU set (its gpu_sets, the config's memory threshold) for one job."""
+    doc = spec_doc(spec_id)
     gpus = doc["settings"]["gpus"]
     if gpus == 0:
         return ""
     from rl_pipeline_bench.leases import lease_command
 
-    run_id = f"{wildcards.spec}-{wildcards.backend}-{wildcards.workload}-trial{wildcards.trial}"
     threshold = (config.get("lease") or {}).get("memory_threshold_mib")
     return shlex.join(lease_command(doc["about"].get("gpu_sets") or [], gpus, run_id,
                                     memory_threshold_mib=threshold)) + " "
@@ -204,27 +209,26 @@ def eval_lease_prefix(wildcards):
     run_id = f"eval-{wildcards.esuite}-{wildcards.policy}-run{wildcards.run}"
     return shlex.join(lease_command(settings["gpu_sets"], settings["gpus"], run_id)) + " "
 
-def suite_probe_settings(suite_name):
-    """The suite's resolved probe settings (config `probes:` defaults + the suite's overrides)."""
-    from rl_pipeline_bench.probes.settings import probe_settings
 
-    return probe_settings(config, suite_settings(suite_name).settings)
+# -- infrastructure probes (rules/probes.smk): keyed by the spec like the runs ----------
 
 
-def probe_lease_prefix(suite_name, probe):
-    """`bench lease run ... --` over the suite's GPU set for a GPU probe; nothing on a CPU suite."""
-    suite = suite_settings(suite_name)
-    if suite["gpus"] == 0:
-        return ""
-    from rl_pipeline_bench.leases import lease_command
-
-    return shlex.join(lease_command(suite.get("gpu_sets") or [], suite["gpus"], f"{suite.name}-probe-{probe}")) + " "
+def probe_lease_prefix(wildcards, probe):
+    """`bench lease run ... --` over the spec's GPU set for a GPU probe; nothing on a CPU suite."""
+    return spec_lease_prefix(wildcards.spec, f"{wildcards.spec}-probe-{probe}")
 
 
-def suite_probes(suite):
-    """The suite's probe records (all-reduce, storage, checkpoint)."""
-    return [f"results/probes/{suite.name}/{p}.json" for p in ("allreduce", "storage", "checkpoint")]
+def spec_probes(spec_id):
+    """The spec's probe records (all-reduce, storage, checkpoint)."""
+    from rl_pipeline_bench.probes.settings import probe_targets
+
+    return probe_targets(spec_id)
 
 
-def suite_run_infra(suite):
-    return [f"{d}/infra.json" for d in suite_runs(suite)]
+def spec_run_infra(spec_id):
+    """Every run's infrastructure summary (telemetry per phase, MFU), beside its summary.json."""
+    return [f"{d}/infra.json" for d in spec_runs(spec_id)]
+
+
+def flops_card(wildcards):
+    return f"results/probes/flops/{spec_settings(wildcards)['model']['name']}.json"

@@ -7,7 +7,7 @@ rule mlflow_export:
     input:
         summaries=spec_summaries(SPEC_ID),
         evals=eval_summaries(config.get("eval_suite")),
-        probes=suite_probes(SUITE) + suite_run_infra(SUITE),
+        probes=spec_probes(SPEC_ID) + spec_run_infra(SPEC_ID),
     output:
         "results/mlflow/exported-{suite}.json",
     log:

@@ -115,3 +115,38 @@ def test_a_file_is_not_a_directory(tmp_path):
     with pytest.raises(StorageProbeError, match="not a directory"):
         run_storage_probe(f, MiB, log=_quiet)
     assert f.read_text() == "x"
+
+
+def test_bench_probe_storage_reads_its_settings_from_the_spec(tmp_path, capsys):
+    """The rule's command (`--spec` only) measures with the spec's settings and names the spec;
+    flags beside --spec are refused; by hand, flags override the spec resolved from --config."""
+    import copy
+
+    import yaml
+
+    from rl_pipeline_bench.cli import main as bench
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.spec import build_spec, write_spec
+
+    config = copy.deepcopy(load_config())
+    config["probes"]["storage"].update(directory=str(tmp_path / "scratch"), engine="python")
+    config["suites"]["smoke"]["probes"]["storage"]["size_bytes"] = 2 * MiB
+    spec = write_spec(build_spec(config, "smoke"), tmp_path / "specs" / f"{build_spec(config, 'smoke')['id']}.json")
+    out = tmp_path / "storage.json"
+    assert bench(["probe", "storage", "--spec", str(spec.path), "--output", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["size_bytes"] == 2 * MiB and record["engine"] == "python"
+    assert record["directory"] == str(tmp_path / "scratch") and record["label"] == "smoke"
+    assert record["spec"] == {"id": spec.id, "hash": spec.hash, "path": str(spec.path), "overridden": []}
+    assert not (tmp_path / "scratch").exists()
+
+    with pytest.raises(SystemExit, match="--size-bytes and --spec"):
+        bench(["probe", "storage", "--spec", str(spec.path), "--size-bytes", str(MiB), "--output", str(out)])
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    assert bench(["probe", "storage", "--config", str(cfg), "--suite", "smoke", "--size-bytes", str(MiB),
+                  "--output", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["size_bytes"] == MiB and record["spec"]["overridden"] == ["size_bytes"]
+    assert record["spec"]["id"] == spec.id and record["spec"]["path"] is None

@@ -121,3 +121,24 @@ def test_wrong_input_file_is_named(workspace, tmp_path):
     with pytest.raises(ReportInputError, match="does not exist"):
         load_inputs([missing], [])
     assert json.loads(Path(workspace["infra"][0]).read_text())["schema"] == "rl-bench/run-infra/v1"
+
+
+def test_run_infra_summary_refuses_a_run_of_another_spec(workspace, tmp_path):
+    """`bench probe summarize-run --spec` (the run_infra rule): run.json and manifest must name the spec's hash."""
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.probes.run_infra import summarize_run_json
+    from rl_pipeline_bench.spec import SpecError, build_spec, write_spec
+
+    doc = build_spec(load_config(), "smoke")
+    spec = write_spec(doc, tmp_path / f"{doc['id']}.json")
+    ev = json.loads(Path(workspace["infra"][0]).read_text())["evidence_dir"]
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps({"evidence_dir": ev, "spec_hash": "feedfeedfeed"}))
+    with pytest.raises(SpecError, match=f"feedfeedfeed.*{spec.hash}"):
+        summarize_run_json(run_json, None, tmp_path / "infra.json", spec_path=spec.path)
+    run_json.write_text(json.dumps({"evidence_dir": ev, "spec_hash": spec.hash}))  # the manifest names no spec
+    with pytest.raises(SpecError, match="no spec hash"):
+        summarize_run_json(run_json, None, tmp_path / "infra.json", spec_path=spec.path)
+    assert not (tmp_path / "infra.json").exists()
+    summarize_run_json(run_json, None, tmp_path / "infra.json")  # without a spec (by hand): summarised
+    assert json.loads((tmp_path / "infra.json").read_text())["telemetry"]["status"] == "recorded"

@@ -50,7 +50,12 @@ def test_spec_holds_every_resolved_setting(config):
     lambda c: c["workloads"]["tool_history"]["completion_tokens"][1].__setitem__(1, 65),
     lambda c: c["reference"].update(learning_rate=2e-4),
     lambda c: c["suites"]["smoke"].update(workload_scale={"tool_history": 0.5}),
-], ids=["scale", "trials", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale"])
+    lambda c: c["probes"]["telemetry"].update(enabled=False),
+    lambda c: c["probes"]["telemetry"].update(interval_s=0.5),
+    lambda c: c["suites"]["smoke"]["probes"]["storage"].update(size_bytes=1 << 20),
+    lambda c: c["probes"]["allreduce"].update(min_bytes=16),
+], ids=["scale", "trials", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale",
+        "telemetry-off", "telemetry-interval", "storage-size", "allreduce-min-bytes"])
 def test_settings_that_change_the_work_change_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -62,7 +67,11 @@ def test_settings_that_change_the_work_change_the_hash(config, edit):
     lambda c: c["workloads"]["tool_history"].update(description="other words"),
     lambda c: c["suites"]["comparison"].update(scale=0.5),
     lambda c: c.update(hf_cache="/elsewhere"),
-], ids=["description", "workload-description", "other-suite", "hf-cache"])
+    lambda c: c["probes"]["storage"].update(directory="/mnt/elsewhere"),
+    lambda c: c["probes"]["checkpoint"].update(directory="/mnt/elsewhere"),
+    lambda c: c["probes"]["allreduce"].update(timeout_s=60),
+], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-directory",
+        "checkpoint-directory", "allreduce-timeout"])
 def test_settings_that_do_not_change_the_work_keep_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -83,6 +92,25 @@ def test_as_config_round_trips_the_suite(config):
     assert get_suite(rebuilt, "comparison")["gpu_sets"] == config["suites"]["comparison"]["gpu_sets"]
     again = check_spec(build_spec(rebuilt, "comparison"))
     assert again.doc == spec.doc
+
+
+def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config):
+    from rl_pipeline_bench.probes.settings import probe_settings
+
+    for name in ("smoke", "reference_gpu", "comparison"):
+        spec = check_spec(build_spec(config, name))
+        assert spec.probes == probe_settings(config, config["suites"][name]), name
+        assert "directory" not in spec.settings["probes"]["storage"]  # where, not what: unhashed
+        assert spec.doc["about"]["probes"]["storage"]["directory"] == config["probes"]["storage"]["directory"]
+        assert check_spec(build_spec(spec.as_config(), name)).doc == spec.doc, name  # round trip
+    smoke = check_spec(build_spec(config, "smoke")).settings["probes"]
+    assert smoke["allreduce"]["backend"] == "gloo" and smoke["allreduce"]["world_size"] == 2
+    assert smoke["storage"]["size_bytes"] == config["suites"]["smoke"]["probes"]["storage"]["size_bytes"]
+    gpu = check_spec(build_spec(config, "comparison")).settings["probes"]
+    hashed_allreduce = {k: v for k, v in config["probes"]["allreduce"].items() if k != "timeout_s"}
+    assert gpu["allreduce"] == {**hashed_allreduce, "backend": "nccl", "world_size": 4}
+    assert gpu["checkpoint"] == {"device": "cuda", "lora_rank": config["reference"]["lora_rank"],
+                                 "lora_alpha": config["reference"]["lora_alpha"]}
 
 
 def test_edited_spec_file_is_refused_naming_both_hashes(config, tmp_path):

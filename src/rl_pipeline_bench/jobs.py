@@ -64,7 +64,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         if not evidence_dir:
             raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
         if spec_path is not None:
-            _check_run_spec(record, run_json, Path(evidence_dir), spec_path)
+            check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)
         summary = summarize_to_file(Path(evidence_dir), Path(out_path))
         index = Path(attempts_index) if attempts_index is not None else attempts.index_for(Path(evidence_dir).parent)
@@ -74,7 +74,8 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         return summary
 
 
-def _check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec_path: str | Path) -> None:
+def check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec_path: str | Path) -> None:
+    """The run record and its evidence manifest must both name the spec's hash (SpecError naming both)."""
     from .spec import SpecError, check_evidence_spec, load_spec
 
     spec = load_spec(spec_path)

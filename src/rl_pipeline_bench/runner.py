@@ -25,7 +25,6 @@ from .config import ConfigError, Suite, check_member, get_suite
 from .evidence import EvidenceWriter, atomic_write_json, new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
-from .probes.settings import probe_settings
 from .probes.telemetry import beside_run
 from .provenance import native_identity
 from .redaction import redact_text
@@ -226,7 +225,7 @@ def execute_run(
             _refuse_unproven_image(identity)
             image_runs.stop_on_sigterm()
         # GPU telemetry beside the run, on exactly the leased GPUs; never a reason for the run to fail.
-        with beside_run(writer, manifest["gpus"], probe_settings(config, suite.settings)["telemetry"]):
+        with beside_run(writer, manifest["gpus"], run_spec.probes["telemetry"]):
             descriptor.run(ctx)
     except BaseException as exc:  # record every failure, including Ctrl-C, then re-signal it
         writer.logger.error("run failed: %s", exc)

@@ -63,6 +63,7 @@ def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> d
         contract["extra_offered_updates"] = max(_staleness_limit(config, suite, b) for b in s["backends"])
     for key in _UNHASHED_SUITE_KEYS:
         s.pop(key, None)
+    s.pop("probes", None)  # the suite's overrides, resolved below with the defaults
     workloads = {}
     for w in s["workloads"]:
         dist = {k: v for k, v in copy.deepcopy(config["workloads"][w]).items() if k != "description"}
@@ -77,7 +78,15 @@ def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> d
         "workload_distributions": workloads,
         # A backend's own settings live in a top-level config section named after it.
         "backend_settings": {b: copy.deepcopy(config[b]) for b in s["backends"] if isinstance(config.get(b), dict)},
+        # What the probes measure with (the telemetry sampler beside every run included).
+        "probes": _probe_halves(config, suite)[0],
     }
+
+
+def _probe_halves(config: dict[str, Any], suite: Suite) -> tuple[dict, dict]:
+    from .probes.settings import probe_settings, split_for_spec
+
+    return split_for_spec(probe_settings(config, suite.settings))
 
 
 def _model_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -101,6 +110,7 @@ def _about(config: dict[str, Any], suite: Suite) -> dict[str, Any]:
         "description": suite.get("description"),
         "workload_descriptions": {w: config["workloads"][w].get("description") for w in suite["workloads"]},
         "gpu_sets": list(suite.get("gpu_sets") or []),
+        "probes": _probe_halves(config, suite)[1],  # probe directories and time limits
     }
 
 
@@ -141,6 +151,16 @@ class RunSpec:
         return dict(self.settings["contract"])
 
     @property
+    def probes(self) -> dict[str, dict[str, Any]]:
+        """Resolved probe settings: the hashed ones with the placement (directories, timeouts) from `about`."""
+        from .probes.settings import join_from_spec
+
+        if "probes" not in self.settings:
+            raise SpecError(f"spec {self.id} has no probe settings (written before they were part of the spec); "
+                            "delete the spec file and let the workflow rewrite it")
+        return join_from_spec(self.settings["probes"], (self.doc.get("about") or {}).get("probes") or {})
+
+    @property
     def trained_updates(self) -> int:
         """N = warmup + measured: the updates a run trains and the contract counts."""
         return int(self.contract["warmup_updates"]) + int(self.contract["measured_updates"])
@@ -162,6 +182,8 @@ class RunSpec:
         distributions = s.pop("workload_distributions")
         backend_settings = s.pop("backend_settings")
         seed = s.pop("seed")
+        probes = self.probes
+        s.pop("probes")
         s["model"] = model.pop("name")
         model.pop("build_config_sha256", None)  # derived from the file, not a config key
         s["contract"] = {k: v for k, v in s["contract"].items()}
@@ -174,9 +196,13 @@ class RunSpec:
         for w, dist in distributions.items():
             desc = (about.get("workload_descriptions") or {}).get(w)
             workloads[w] = {**dist, **({"description": desc} if desc else {})}
+        from .probes.settings import config_section
+
         config = {"suite": name, "seed": seed, "suites": {name: s}, "models": {s["model"]: model},
-                  "workloads": workloads, **backend_settings}
-        config.setdefault("reference", {})  # the schema requires the section even for framework suites
+                  "workloads": workloads, "probes": config_section(probes), **backend_settings}
+        # The schema requires the section even for framework suites; the checkpoint probe's
+        # adapter shape is the one bit of it every suite resolves.
+        config.setdefault("reference", {k: probes["checkpoint"][k] for k in ("lora_rank", "lora_alpha")})
         return validate_config(config)
 
     def suite(self) -> Suite:

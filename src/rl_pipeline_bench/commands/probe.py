@@ -28,16 +28,47 @@ def _log(msg: str) -> None:
     print(msg, flush=True)
 
 
+def _settings(args, section: str) -> dict:
+    """The probe's settings: the --spec file's `probes.<section>` (the workflow), else the spec
+    resolved from --config/--set/--suite with any flag given on top (by hand).
+
+    Sets args.label (default: the suite's name) and args.spec_ref (the spec it ran under).
+    """
+    from .run import spec_of
+
+    given = {k: getattr(args, k) for k in _FLAGS[section] if getattr(args, k) is not None}
+    if args.spec is not None and given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise SystemExit(f"bench probe {section}: {flags} and --spec: the spec's probes.{section} gives the "
+                         "settings (drop the flags, or drop --spec and name a --config)")
+    spec = spec_of(args)
+    settings = {**spec.probes[section], **given}
+    args.label = args.label or spec.suite_name
+    args.spec_ref = {"id": spec.id, "hash": spec.hash, "path": str(args.spec) if args.spec else None,
+                     "overridden": sorted(given)}
+    return settings
+
+
+#: Per probe, the flags that override its spec settings by hand (argparse dest == settings key).
+_FLAGS = {
+    "allreduce": ("world_size", "backend", "min_bytes", "max_bytes", "warmup_iters", "iters", "timeout_s"),
+    "storage": ("directory", "size_bytes", "block_bytes", "engine", "timeout_s"),
+    "checkpoint": ("directory", "device", "lora_rank", "lora_alpha"),
+}
+
+
 def _allreduce(args) -> int:
     from ..probes.allreduce import AllReduceError, run_probe
 
+    s = _settings(args, "allreduce")
     try:
-        record = run_probe(args.world_size, args.backend, min_bytes=args.min_bytes, max_bytes=args.max_bytes,
-                           warmup_iters=args.warmup_iters, iters=args.iters, timeout_s=args.timeout,
+        record = run_probe(int(s["world_size"]), s["backend"], min_bytes=s["min_bytes"], max_bytes=s["max_bytes"],
+                           warmup_iters=s["warmup_iters"], iters=s["iters"], timeout_s=s["timeout_s"],
                            label=args.label, log=_log)
     except AllReduceError as exc:
         print(f"bench probe allreduce: {exc}", file=sys.stderr)
         return 1
+    record["spec"] = args.spec_ref
     for row in record["rows"]:
         print(f"  {row['bytes']:>12} B  {row['time_us']:>12.2f} us  algbw {row['algbw_gbps']:>9.3f} GB/s  "
               f"busbw {row['busbw_gbps']:>9.3f} GB/s")
@@ -57,12 +88,14 @@ def _allreduce(args) -> int:
 def _storage(args) -> int:
     from ..probes.storage import StorageProbeError, run_storage_probe
 
+    s = _settings(args, "storage")
     try:
-        record = run_storage_probe(args.directory, args.size_bytes, block_bytes=args.block_bytes, engine=args.engine,
-                                   timeout_s=args.timeout, label=args.label, log=_log)
+        record = run_storage_probe(Path(s["directory"]), s["size_bytes"], block_bytes=s["block_bytes"],
+                                   engine=s["engine"], timeout_s=s["timeout_s"], label=args.label, log=_log)
     except StorageProbeError as exc:
         print(f"bench probe storage: {exc}", file=sys.stderr)
         return 1
+    record["spec"] = args.spec_ref
     _emit(record, args.output)
     return 0
 
@@ -79,13 +112,15 @@ def _checkpoint(args) -> int:
     from ..probes.checkpoint import run_checkpoint_probe
     from ..probes.storage import StorageProbeError
 
+    s = _settings(args, "checkpoint")
     try:
-        record = run_checkpoint_probe(_snapshot_of(args.model_record), args.directory, lora_rank=args.lora_rank,
-                                      lora_alpha=args.lora_alpha, device=args.device, label=args.label, log=_log)
+        record = run_checkpoint_probe(_snapshot_of(args.model_record), Path(s["directory"]), lora_rank=s["lora_rank"],
+                                      lora_alpha=s["lora_alpha"], device=s["device"], label=args.label, log=_log)
     except StorageProbeError as exc:
         print(f"bench probe checkpoint: {exc}", file=sys.stderr)
         return 1
     record["model_record"] = str(args.model_record)
+    record["spec"] = args.spec_ref
     _emit(record, args.output)
     return 0
 
@@ -114,7 +149,7 @@ def _model_flops(args) -> int:
 def _summarize_run(args) -> int:
     from ..probes.run_infra import summarize_run_json
 
-    summary = summarize_run_json(args.run_json, args.flops_card, args.output)
+    summary = summarize_run_json(args.run_json, args.flops_card, args.output, spec_path=args.spec)
     t = summary["telemetry"]
     e = summary["trainer_efficiency"]
     print(f"bench probe summarize-run: wrote {args.output}; telemetry {t['status']}"
@@ -124,38 +159,50 @@ def _summarize_run(args) -> int:
 
 
 def register(subparsers) -> None:
+    from .run import add_spec_args
+
     p = subparsers.add_parser("probe", help="infrastructure probes: all-reduce, storage, checkpoint, GEMM, run telemetry")
     sub = p.add_subparsers(dest="probe", required=True, metavar="PROBE")
 
-    a = sub.add_parser("allreduce", help="all-reduce bandwidth sweep (NCCL on GPUs, gloo on CPU)")
-    a.add_argument("--world-size", type=int, required=True, help="ranks (one per GPU with nccl)")
-    a.add_argument("--backend", choices=["nccl", "gloo"], required=True)
-    a.add_argument("--min-bytes", type=int, default=8)
-    a.add_argument("--max-bytes", type=int, default=1 << 30)
-    a.add_argument("--warmup-iters", type=int, default=5)
-    a.add_argument("--iters", type=int, default=20)
-    a.add_argument("--timeout", type=float, default=600.0, help="seconds before the ranks are stopped")
-    a.add_argument("--label")
+    by_hand = "by hand, overrides the spec's probes.{}.{} (not with --spec)"
+    a = sub.add_parser("allreduce", help="all-reduce bandwidth sweep (NCCL on GPUs, gloo on CPU)",
+                       description="Settings from the run spec's probes.allreduce (--spec, or resolved from --config).")
+    add_spec_args(a)
+    a.add_argument("--world-size", type=int, help="ranks, one per GPU with nccl; " + by_hand.format("allreduce", "world_size"))
+    a.add_argument("--backend", choices=["nccl", "gloo"], help=by_hand.format("allreduce", "backend"))
+    a.add_argument("--min-bytes", type=int, help=by_hand.format("allreduce", "min_bytes"))
+    a.add_argument("--max-bytes", type=int, help=by_hand.format("allreduce", "max_bytes"))
+    a.add_argument("--warmup-iters", type=int, help=by_hand.format("allreduce", "warmup_iters"))
+    a.add_argument("--iters", type=int, help=by_hand.format("allreduce", "iters"))
+    a.add_argument("--timeout", dest="timeout_s", type=float,
+                   help="seconds before the ranks are stopped; " + by_hand.format("allreduce", "timeout_s"))
+    a.add_argument("--label", help="row label in the report (default: the suite's name)")
     a.add_argument("--output", type=Path, help="JSON record (the sweep also as .parquet beside it)")
     a.set_defaults(func=_allreduce)
 
-    s = sub.add_parser("storage", help="sequential write then read throughput in a directory (fio, else O_DIRECT)")
-    s.add_argument("--directory", type=Path, required=True, help="where checkpoints go; created and removed if absent")
-    s.add_argument("--size-bytes", type=int, required=True)
-    s.add_argument("--block-bytes", type=int, default=1 << 20)
-    s.add_argument("--engine", choices=["auto", "fio", "python"], default="auto")
-    s.add_argument("--timeout", type=float, default=900.0)
-    s.add_argument("--label")
+    s = sub.add_parser("storage", help="sequential write then read throughput in a directory (fio, else O_DIRECT)",
+                       description="Settings from the run spec's probes.storage (--spec, or resolved from --config).")
+    add_spec_args(s)
+    s.add_argument("--directory", help="where checkpoints go; created and removed if absent; "
+                   + by_hand.format("storage", "directory"))
+    s.add_argument("--size-bytes", type=int, help=by_hand.format("storage", "size_bytes"))
+    s.add_argument("--block-bytes", type=int, help=by_hand.format("storage", "block_bytes"))
+    s.add_argument("--engine", choices=["auto", "fio", "python"], help=by_hand.format("storage", "engine"))
+    s.add_argument("--timeout", dest="timeout_s", type=float, help=by_hand.format("storage", "timeout_s"))
+    s.add_argument("--label", help="row label in the report (default: the suite's name)")
     s.add_argument("--output", type=Path)
     s.set_defaults(func=_storage)
 
-    c = sub.add_parser("checkpoint", help="safetensors save/load time of the model snapshot and a LoRA adapter")
+    c = sub.add_parser("checkpoint", help="safetensors save/load time of the model snapshot and a LoRA adapter",
+                       description="Settings from the run spec's probes.checkpoint (--spec, or resolved from --config).")
+    add_spec_args(c)
     c.add_argument("--model-record", type=Path, required=True, help="results/models/MODEL.json")
-    c.add_argument("--directory", type=Path, required=True)
-    c.add_argument("--device", default="cpu", help="where tensors are loaded to and saved from (cpu, cuda)")
-    c.add_argument("--lora-rank", type=int, required=True)
-    c.add_argument("--lora-alpha", type=int, required=True)
-    c.add_argument("--label")
+    c.add_argument("--directory", help=by_hand.format("checkpoint", "directory"))
+    c.add_argument("--device", help="where tensors are loaded to and saved from (cpu, cuda); "
+                   + by_hand.format("checkpoint", "device"))
+    c.add_argument("--lora-rank", type=int, help=by_hand.format("checkpoint", "lora_rank"))
+    c.add_argument("--lora-alpha", type=float, help=by_hand.format("checkpoint", "lora_alpha"))
+    c.add_argument("--label", help="row label in the report (default: the suite's name)")
     c.add_argument("--output", type=Path)
     c.set_defaults(func=_checkpoint)
 
@@ -176,5 +223,6 @@ def register(subparsers) -> None:
     r = sub.add_parser("summarize-run", help="run.json -> the run's infrastructure summary (telemetry phases, MFU)")
     r.add_argument("run_json", type=Path, metavar="RUN_JSON")
     r.add_argument("--flops-card", type=Path, help="results/probes/flops/MODEL.json (omit: no MFU)")
+    r.add_argument("--spec", type=Path, help="run spec the run belongs to: run.json and the evidence must name its hash")
     r.add_argument("--output", type=Path, required=True)
     r.set_defaults(func=_summarize_run)

@@ -76,10 +76,13 @@ def run_targets(spec) -> list[dict]:
 
 
 def cmd_plan(args) -> int:
+    from ..probes.settings import probe_targets
+
     spec = spec_of(args)
     runs = run_targets(spec)
+    probes = probe_targets(spec.id)
     if args.json:
-        print(json.dumps({"suite": spec.suite_name, "spec": spec.doc, "runs": runs}, indent=2))
+        print(json.dumps({"suite": spec.suite_name, "spec": spec.doc, "runs": runs, "probes": probes}, indent=2))
         return 0
     s = spec.settings
     c = spec.contract
@@ -92,6 +95,7 @@ def cmd_plan(args) -> int:
     print(f"  spec file: results/specs/{spec.id}.json")
     for r in runs:
         print(f"  {r['backend']:<10} {r['workload']:<18} trial{r['trial']}  -> {r['target']}")
+    print("  probes: " + " ".join(probes))
     return 0
 
 

@@ -52,6 +52,7 @@ def summarize_run_infra(evidence_dir: Path | str, card: dict[str, Any] | None) -
     return {
         "schema": RUN_INFRA_SCHEMA,
         **{k: m.get(k) for k in ("run_id", "suite", "backend", "workload", "trial")},
+        "spec": m.get("spec"),
         "evidence_dir": str(ev.path),
         "gpus": m.get("gpus"),
         "telemetry": telemetry_summary(ev),
@@ -60,11 +61,19 @@ def summarize_run_infra(evidence_dir: Path | str, card: dict[str, Any] | None) -
     }
 
 
-def summarize_run_json(run_json: Path | str, card_path: Path | str | None, out_path: Path | str) -> dict[str, Any]:
-    """run.json (+ the model's FLOPs card) -> the run's infra summary JSON, written atomically."""
+def summarize_run_json(run_json: Path | str, card_path: Path | str | None, out_path: Path | str,
+                       spec_path: Path | str | None = None) -> dict[str, Any]:
+    """run.json (+ the model's FLOPs card) -> the run's infra summary JSON, written atomically.
+
+    With a spec, the run record and its evidence must name that spec's hash (as for summary.json).
+    """
     record = json.loads(Path(run_json).read_text(encoding="utf-8"))
     if not isinstance(record, dict) or not record.get("evidence_dir"):
         raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+    if spec_path is not None:
+        from ..jobs import check_run_spec
+
+        check_run_spec(record, Path(run_json), Path(record["evidence_dir"]), spec_path)
     card = json.loads(Path(card_path).read_text(encoding="utf-8")) if card_path else None
     summary = summarize_run_infra(record["evidence_dir"], card)
     out = Path(out_path)

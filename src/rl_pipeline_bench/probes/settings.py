@@ -1,9 +1,14 @@
 """A suite's probe settings: the top-level `probes:` defaults with the suite's own overrides on top.
 
-`merged_probe_settings` is what the config says (schema-shaped: what a run spec records);
-`probe_settings` adds what follows from the suite: NCCL on a CUDA suite (one rank per
-GPU unless `world_size` says otherwise), gloo with two ranks on a CPU suite, and the
-checkpoint probe loading onto the suite's device.
+`merged_probe_settings` is what the config says (schema-shaped); `probe_settings` adds
+what follows from the suite: NCCL on a CUDA suite (one rank per GPU unless `world_size`
+says otherwise), gloo with two ranks on a CPU suite, the checkpoint probe loading onto
+the suite's device with the reference LoRA shape.
+
+In the run spec (rl_pipeline_bench.spec, docs/run-spec.md) the resolved settings are
+split: what changes a probe's work (sizes, iterations, ranks, the sampler's interval) is
+hashed under `settings.probes`; where it runs and how long it may take (`PLACEMENT`:
+directories, timeouts) is recorded unhashed under `about.probes`, like `gpu_sets`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,12 @@ import copy
 from typing import Any
 
 SECTIONS = ("telemetry", "allreduce", "storage", "checkpoint")
+
+#: Keys that place a probe or bound its time without changing what it measures: not hashed.
+PLACEMENT = {"telemetry": (), "allreduce": ("timeout_s",), "storage": ("directory", "timeout_s"),
+             "checkpoint": ("directory",)}
+#: Keys `probe_settings` derives from the suite; they are not config keys.
+DERIVED = {"telemetry": (), "allreduce": ("backend",), "storage": (), "checkpoint": ("device", "lora_rank", "lora_alpha")}
 
 
 def merged_probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -30,5 +41,38 @@ def probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> di
     ar["backend"] = "nccl" if cuda else "gloo"
     if ar["world_size"] is None:
         ar["world_size"] = int(suite_settings["gpus"]) if cuda else 2
-    merged["checkpoint"]["device"] = "cuda" if cuda else "cpu"
+    lora = config.get("reference") or {}
+    missing = [k for k in ("lora_rank", "lora_alpha") if k not in lora]
+    if missing:  # the checkpoint probe's adapter has the reference backend's LoRA shape
+        from ..config import ConfigError
+
+        raise ConfigError(f"config key 'reference': lacks {', '.join(missing)} (the checkpoint probe's LoRA adapter)")
+    merged["checkpoint"].update(device="cuda" if cuda else "cpu", lora_rank=lora["lora_rank"],
+                                lora_alpha=lora["lora_alpha"])
     return merged
+
+
+def split_for_spec(resolved: dict[str, dict[str, Any]]) -> tuple[dict, dict]:
+    """(hashed, placement) halves of resolved probe settings, for a spec's `settings` and `about`."""
+    hashed = {s: {k: v for k, v in resolved[s].items() if k not in PLACEMENT[s]} for s in SECTIONS}
+    placement = {s: {k: resolved[s][k] for k in PLACEMENT[s]} for s in SECTIONS}
+    return hashed, placement
+
+
+def join_from_spec(hashed: dict[str, dict[str, Any]], placement: dict[str, dict[str, Any]]) -> dict[str, dict]:
+    """The resolved probe settings back from a spec's two halves."""
+    return {s: {**copy.deepcopy(hashed[s]), **copy.deepcopy(placement.get(s) or {})} for s in SECTIONS}
+
+
+def config_section(resolved: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Resolved settings as a config's `probes:` section (the derived keys dropped)."""
+    return {s: {k: copy.deepcopy(v) for k, v in resolved[s].items() if k not in DERIVED[s]} for s in SECTIONS}
+
+
+#: The probes that write one record per spec (rules/probes.smk), in report order.
+PROBE_RECORDS = ("allreduce", "storage", "checkpoint")
+
+
+def probe_targets(spec_id: str) -> list[str]:
+    """The spec's probe record paths: results/probes/{suite}-{hash}/{probe}.json."""
+    return [f"results/probes/{spec_id}/{p}.json" for p in PROBE_RECORDS]

@@ -112,7 +112,7 @@ def evaluation_record(summary_path: Path) -> Record:
 
 
 #: Record fields that are settings or environment, not figures.
-PROBE_SKIP = frozenset({"env", "forced_env", "rows", "schema", "label", "device_names"})
+PROBE_SKIP = frozenset({"env", "forced_env", "rows", "schema", "label", "device_names", "spec"})
 
 
 def probe_record(summary_path: Path) -> Record:
@@ -138,7 +138,8 @@ def probe_record(summary_path: Path) -> Record:
     walk("", s)
     label = s.get("label") or s.get("run_id") or Path(summary_path).stem
     params = {"suite": _p(s.get("suite")), "backend": _p(s.get("backend")), "probe": kind, "label": _p(label),
-              "device": _p(s.get("device")), "schema": schema, "val_only": "False"}
+              "device": _p(s.get("device")), "schema": schema, "spec_hash": _p(_get(s, ("spec", "hash"))),
+              "val_only": "False"}
     digest = hashlib.sha256(raw).hexdigest()[:16]
     return Record(key=f"probe:{schema}:{label}:{digest}", kind="probe", name=f"{kind}/{label}",
                   params=params, metrics=metrics, artifacts=[Path(summary_path)])

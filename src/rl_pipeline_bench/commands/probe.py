@@ -1,6 +1,7 @@
 """`bench probe ...`: the infrastructure probes and the per-run infrastructure summary.
 
-What the rules in rules/probes.smk run, and what a person runs by hand. Each writes
+What the rules in rules/probes.smk run (`--spec`: the probe's settings are the run spec's
+`probes`), and what a person runs by hand (a spec resolved from `--config`, flags on top). Each writes
 one JSON record atomically (the all-reduce sweep also a parquet beside it) and exits
 non-zero with a message naming the problem when the probe cannot run.
 """
@@ -38,7 +39,7 @@ def _settings(args, section: str) -> dict:
 
     given = {k: getattr(args, k) for k in _FLAGS[section] if getattr(args, k) is not None}
     if args.spec is not None and given:
-        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        flags = ", ".join("--timeout" if k == "timeout_s" else "--" + k.replace("_", "-") for k in given)
         raise SystemExit(f"bench probe {section}: {flags} and --spec: the spec's probes.{section} gives the "
                          "settings (drop the flags, or drop --spec and name a --config)")
     spec = spec_of(args)

@@ -10,9 +10,11 @@ Defaults (contract 5+15, headline 5, N = 20, ranks [0, 1], 4 trajectories offere
   accepted_trajectories[u] = u % 4 + 1
   assistant_tokens[u] = 100 * u
   intervals: rank 0 [c-2.5, c-1.0], rank 1 [c-2.0, c-0.5] with c = completed_at[u]
-             (union 2.0 s per update, sum of durations 3.0 s)
-  calls: per update one call per offered trajectory, completion == forced = 10 + t,
-         the first accepted_trajectories[u] of them accepted.
+             (union 2.0 s per update, sum of durations 3.0 s); for c < 3 s inside [0, c]
+  calls: per update one call per offered trajectory (one group), the first
+         accepted_trajectories[u] of them accepted; completion == forced, the accepted
+         ones splitting assistant_tokens[u] between them (the files agree, as the
+         contract's reconciliation requires), the others 10 + t long.
 """
 
 from __future__ import annotations
@@ -32,16 +34,21 @@ def default_intervals(updates: Sequence[int], completed_at: Sequence[float],
     out = []
     for u, c in zip(updates, completed_at):
         for r in ranks:
-            out.append((r, u, c - 2.5 + 0.5 * r, c - 1.0 + 0.5 * r))
+            if c >= 3.0:
+                out.append((r, u, c - 2.5 + 0.5 * r, c - 1.0 + 0.5 * r))
+            else:  # too early for the 2.5 s pattern: keep the interval inside the run (from 0)
+                out.append((r, u, c * (0.2 + 0.1 * r), c * (0.6 + 0.1 * r)))
     return out
 
 
 def default_calls(updates: Sequence[int], completed_at: Sequence[float], accepted: Sequence[int],
-                  offered: int) -> list[dict]:
+                  offered: int, tokens: Sequence[int] | None = None) -> list[dict]:
+    """Calls that agree with the updates' accepted counts and tokens (default tokens: 100 * u)."""
+    tokens = list(tokens) if tokens is not None else [100 * u for u in updates]
     rows = []
-    for u, c, a in zip(updates, completed_at, accepted):
+    for u, c, a, k in zip(updates, completed_at, accepted, tokens):
         for t in range(offered):
-            forced = 10 + t
+            forced = (k // a + (k % a if t == 0 else 0)) if t < a else 10 + t
             rows.append(dict(update=u, group=0, trajectory=t, call=0, prompt_tokens=50,
                              forced_completion_tokens=forced, completion_tokens=forced,
                              accepted=t < a, started_at=c - 3.0, finished_at=c - 2.8,
@@ -83,12 +90,13 @@ def build_evidence(
     if intervals is None:
         intervals = default_intervals(updates, completed_at, trainer_ranks)
     if calls is None:
-        calls = default_calls(updates, completed_at, accepted, offered_per_update)
+        calls = default_calls(updates, completed_at, accepted, offered_per_update, assistant_tokens)
 
     contract_obj = {
         **{k: getattr(settings, k) for k in ("warmup_updates", "measured_updates", "headline_updates")},
         "trainer_ranks": list(trainer_ranks),
         "offered_trajectories_per_update": offered_per_update,
+        "offered_plan": {"groups_per_update": 1, "group_size": offered_per_update, "calls_per_trajectory": 1},
     }
     m = {
         "backend": "reference", "workload": "multi_turn", "suite": "fixture", "trial": 1,

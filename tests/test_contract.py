@@ -339,6 +339,80 @@ def test_healthy_art_autotuner_is_not_a_reason(tmp_path):
     assert summarize(d)["valid"], summarize(d)["reasons"]
 
 
+# --- the files reconciled with each other (rl_pipeline_bench.reconcile) ---------
+
+
+def _case_manifest_identity(tmp):
+    return build_evidence(tmp, manifest={"trial": "one"})
+
+
+def _case_run_record_mismatch(tmp):
+    d = build_evidence(tmp)
+    record = {"run_id": d.name, "backend": "reference", "workload": "multi_turn", "suite": "fixture", "trial": 2}
+    return d, record  # run.json says trial 2 of a trial-1 evidence directory
+
+
+def _default_calls():
+    from evidence_fixtures import default_calls
+
+    return default_calls(range(1, 21), [3.0 * u for u in range(1, 21)], [u % 4 + 1 for u in range(1, 21)], 4)
+
+
+def _case_calls_not_in_plan(tmp):
+    calls = _default_calls()
+    calls.append(dict(calls[3]))  # update 1 trajectory 3 recorded twice
+    return build_evidence(tmp, calls=calls)
+
+
+def _case_offered_call_missing(tmp):
+    # One call recorded for the 20 updates: its update accepted 2 trajectories, the others none.
+    calls = [c for c in _default_calls() if (c["update"], c["trajectory"]) == (1, 0)]
+    return build_evidence(tmp, calls=calls, accepted=[2] + [0] * 19, assistant_tokens=[100] + [0] * 19)
+
+
+def _case_trajectory_acceptance_mixed(tmp):
+    calls = _default_calls()
+    calls += [dict(c, call=1, forced_completion_tokens=5, completion_tokens=5, accepted=False) for c in calls]
+    contract = {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5, "trainer_ranks": [0, 1],
+                "offered_trajectories_per_update": 4,
+                "offered_plan": {"groups_per_update": 1, "group_size": 4, "calls_per_trajectory": 2}}
+    return build_evidence(tmp, calls=calls, manifest_contract=contract)
+
+
+def _case_accepted_trajectories_mismatch(tmp):
+    # Every call not accepted while the updates count accepted trajectories.
+    return build_evidence(tmp, calls=[dict(c, accepted=False) for c in _default_calls()])
+
+
+def _case_assistant_tokens_mismatch(tmp):
+    return build_evidence(tmp, assistant_tokens=[100_000 * u for u in range(1, 21)], calls=_default_calls())
+
+
+def _case_interval_empty(tmp):
+    from evidence_fixtures import default_intervals
+
+    iv = default_intervals(range(1, 21), [3.0 * u for u in range(1, 21)], (0, 1)) + [(1, 7, 19.0, 19.0)]
+    return build_evidence(tmp, intervals=iv)
+
+
+def _case_interval_outside_run(tmp):
+    from evidence_fixtures import default_intervals
+
+    iv = default_intervals(range(1, 21), [3.0 * u for u in range(1, 21)], (0, 1)) + [(0, 20, 59.0, 75.0)]
+    return build_evidence(tmp, intervals=iv)
+
+
+def _case_trainer_union_implausible(tmp):
+    # Trainer intervals of 1e-9 s in updates 3 s apart: the trainer rate would be absurd.
+    iv = [(r, u, 3.0 * u - 1, 3.0 * u - 1 + 1e-9) for u in range(1, 21) for r in (0, 1)]
+    return build_evidence(tmp, intervals=iv)
+
+
+def _summarize_case(tmp, code):
+    made = CASES[code](tmp)
+    return summarize(*made) if isinstance(made, tuple) else summarize(made)
+
+
 CASES = {name[len("_case_"):]: fn for name, fn in list(globals().items()) if name.startswith("_case_")}
 
 
@@ -348,7 +422,7 @@ def test_every_reason_code_has_a_fixture():
 
 @pytest.mark.parametrize("code", sorted(CASES))
 def test_validation_reason(tmp_path, code):
-    s = summarize(CASES[code](tmp_path))
+    s = _summarize_case(tmp_path, code)
     assert s["valid"] is False
     assert code in codes(s), s["reasons"]
     for r in s["reasons"]:
@@ -361,7 +435,7 @@ def test_reason_details_name_the_offender(tmp_path):
     s = summarize(_case_completion_length_mismatch(tmp_path / "a"))
     (r,) = [r for r in s["reasons"] if r.startswith("completion_length_mismatch")]
     assert "2 of 80 calls" in r and "update 2 group 0 trajectory 2 call 0" in r
-    assert "completion_tokens=11 forced_completion_tokens=12" in r
+    assert "completion_tokens=65 forced_completion_tokens=66" in r
     s = summarize(_case_status_not_completed(tmp_path / "b"))
     assert any("'failed'" in r and "trainer crashed" in r for r in s["reasons"])
     tb = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad batch\n'
@@ -509,3 +583,51 @@ def test_every_warning_code_is_documented():
     doc = (ROOT / "docs" / "validation.md").read_text()
     for code in [*REASON_CODES, *WARNING_CODES]:
         assert f"`{code}`" in doc, code
+
+
+def test_identity_of_the_wrong_type_is_named_and_not_echoed(tmp_path):
+    s = summarize(build_evidence(tmp_path, manifest={"backend": ["x"], "workload": "../etc"}))
+    (r,) = [r for r in s["reasons"] if r.startswith("manifest_identity")]
+    assert "backend is ['x']" in r and "workload is '../etc'" in r
+    assert s["backend"] is None and s["workload"] is None and s["trial"] == 1
+    assert s["run_id"] == Path(s["evidence_dir"]).name
+
+
+def test_run_id_must_name_the_evidence_directory(tmp_path):
+    d = build_evidence(tmp_path)
+    moved = d.rename(tmp_path / "20260101T000000Z-other-run")
+    s = summarize(moved)
+    assert any(r.startswith("manifest_identity: run_id is") for r in s["reasons"]), s["reasons"]
+    assert s["run_id"] == moved.name
+
+
+def test_framework_runs_reconcile_over_the_run(tmp_path):
+    """ART/SkyRL batch across plan updates: their updates' totals are bounded by the calls,
+    and trained calls of extra offered updates (recorded not accepted) count as generated."""
+    art = {"backend": "art", "art_autotuner": {"healthy": True, "problems": []}}
+    s = summarize(build_evidence(tmp_path / "ok", manifest=art))
+    assert s["valid"], s["reasons"]
+    s = summarize(build_evidence(tmp_path / "x1000", manifest=art, calls=_default_calls(),
+                                 assistant_tokens=[100_000 * u for u in range(1, 21)]))
+    assert codes(s) == {"assistant_tokens_mismatch"}, s["reasons"]
+    # Update 20 trained the 4 trajectories of extra offered update 21 instead of its own.
+    from evidence_fixtures import default_calls
+
+    calls = [c for c in _default_calls() if c["update"] != 20]
+    calls += [dict(c, accepted=False) for c in default_calls([21], [63.0], [4], 4, [2000])]
+    acc = [u % 4 + 1 for u in range(1, 20)] + [4]
+    s = summarize(build_evidence(tmp_path / "across", manifest=art, calls=calls, accepted=acc))
+    assert s["valid"], s["reasons"]
+    s = summarize(build_evidence(tmp_path / "faked", manifest=art, calls=[dict(c, accepted=False) for c in calls],
+                                 accepted=acc))
+    assert "accepted_trajectories_mismatch" in codes(s)
+
+
+def test_reference_run_accepts_untrained_extra_work_exactly(tmp_path):
+    """Calls of extra offered updates recorded not accepted are consistent; accepted ones are not."""
+    from evidence_fixtures import default_calls
+
+    calls = _default_calls() + default_calls([21], [63.0], [0], 4)
+    assert summarize(build_evidence(tmp_path / "a", calls=calls))["valid"]
+    calls[-4]["accepted"] = True
+    assert codes(summarize(build_evidence(tmp_path / "b", calls=calls))) == {"accepted_beyond_trained"}

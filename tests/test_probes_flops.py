@@ -68,9 +68,11 @@ def test_mfu_on_hand_made_evidence(card, tmp_path):
     ev_dir = build_evidence(tmp_path, manifest={"lora": LORA, "reference": {"dtype": "float32"},
                                                 "gpus": [{"index": 0, "uuid": "GPU-x", "name": "NVIDIA H200"}]})
     got = trainer_efficiency(read_evidence(ev_dir), card)
-    # fixture: updates 16-20 accept u % 4 + 1 of 4 calls, call t has 50 prompt + (10 + t) completion tokens;
+    # fixture: updates 16-20 accept a = u % 4 + 1 of 4 calls of 50 prompt tokens each, whose completions
+    # split the update's 100 u assistant tokens (call 0 takes the remainder);
     # trainer intervals: union 2.0 s per update -> 10.0 s
-    seqs = [60 + t for u in range(16, 21) for t in range(u % 4 + 1)]
+    seqs = [50 + 100 * u // (u % 4 + 1) + (100 * u % (u % 4 + 1) if t == 0 else 0)
+            for u in range(16, 21) for t in range(u % 4 + 1)]
     expected = flops.training_flops(card, seqs, LORA)["flops"]
     assert got["status"] == "estimated" and got["union_s"] == pytest.approx(10.0)
     assert got["tokens"] == sum(seqs) and got["flops"] == pytest.approx(expected)

@@ -20,12 +20,14 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from . import reconcile
 from .evidence import Evidence, atomic_write_json, read_evidence
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
 #: The rule set this module applies; recorded in every summary. v2: calls of extra
 #: offered updates must not be accepted, rollout activity and warnings per run.
-CONTRACT_RULES = "rl-bench/contract-rules/v2"
+#: v3: the files reconciled with each other and the manifest's identity (rl_pipeline_bench.reconcile).
+CONTRACT_RULES = "rl-bench/contract-rules/v3"
 #: Generation that ends more than this share of the headline window before the window
 #: does (with no call in flight at its end) is "stopped early".
 GENERATION_TAIL_TOLERANCE = 0.05
@@ -47,7 +49,8 @@ REASON_CODES: dict[str, str] = {
     "status_not_completed": "the run did not finish with status 'completed'",
     "contract_missing": "the manifest records no usable contract settings (defaults used)",
     "contract_invalid": "the manifest's contract settings are not valid (defaults used)",
-    "contract_incomplete": "the manifest's contract lacks trainer_ranks or offered_trajectories_per_update",
+    "contract_incomplete": "the manifest's contract lacks trainer_ranks or offered_trajectories_per_update, "
+                           "or its offered_plan shape is malformed",
     "updates_missing": "updates.parquet is absent",
     "updates_corrupt": "updates.parquet is unreadable or has the wrong columns",
     "calls_missing": "calls.parquet is absent",
@@ -67,6 +70,7 @@ REASON_CODES: dict[str, str] = {
     "trainer_ranks_missing": "an expected trainer rank has no interval for a headline update",
     "trainer_ranks_unexpected": "a trainer interval comes from a rank the contract does not expect",
     "window_nonpositive": "a measurement window or trainer union is zero or negative",
+    **reconcile.REASON_CODES,
 }
 
 
@@ -236,15 +240,18 @@ def _check_status(manifest: dict | None, reasons: list[str]) -> None:
         reasons.append(f"status_not_completed: {detail}")
 
 
-def _check_backend(manifest: dict | None, reasons: list[str]) -> None:
-    """The run's backend's own validity checks (its descriptor's evidence_checks)."""
+def _check_backend(manifest: dict | None, reasons: list[str]) -> bool:
+    """The run's backend's own validity checks (its descriptor's evidence_checks); returns
+    whether its updates reconcile with its calls per plan update (else over the run)."""
     from . import backends
 
     name = (manifest or {}).get("backend")
-    if name not in backends.names():
-        return  # evidence of a backend this installation does not register: only the common contract applies
-    for check in backends.get(name).evidence_checks:
+    if not isinstance(name, str) or name not in backends.names():
+        return False  # a backend this installation does not register: only the common contract applies
+    descriptor = backends.get(name)
+    for check in descriptor.evidence_checks:
         reasons.extend(check(manifest))
+    return descriptor.trains_plan_updates
 
 
 def _check_updates(updates: pd.DataFrame, settings: ContractSettings, reasons: list[str]) -> None:
@@ -460,14 +467,17 @@ def rollout_activity(calls: pd.DataFrame, headline: dict, measured: dict, warnin
 # Summary
 
 
-def summarize_evidence(ev: Evidence) -> dict:
+def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None) -> dict:
     """The summary of already-read evidence (see `summarize`)."""
     reasons: list[str] = list(ev.problems)
     manifest = ev.manifest
     m = manifest or {}
+    identity = reconcile.check_identity(manifest, ev.path, reasons)
+    if run_record is not None:
+        reconcile.check_run_record(run_record, manifest, ev.path, reasons)
     settings, contract = _settings_from_manifest(manifest, reasons)
     _check_status(manifest, reasons)
-    _check_backend(manifest, reasons)
+    per_plan_update = _check_backend(manifest, reasons)
     offered = _offered_per_update(contract, manifest, reasons)
     expected = _expected_ranks(contract, manifest, reasons)
 
@@ -482,6 +492,10 @@ def summarize_evidence(ev: Evidence) -> dict:
         _check_updates(updates, settings, reasons)
     _check_calls(ev.calls, calls_ok, settings, set(updates["update"].astype(int)), reasons)
     _check_accepted(updates, offered, reasons)
+    if updates_ok and calls_ok and len(ev.calls):
+        reconcile.check_calls(updates, ev.calls, settings.total_updates, contract, offered, per_plan_update, reasons)
+    if updates_ok and intervals_ok:
+        reconcile.check_intervals(updates, ev.intervals, reasons)
 
     completions = _single_completions(updates)
     n = settings.total_updates
@@ -495,12 +509,14 @@ def summarize_evidence(ev: Evidence) -> dict:
     distinct_updates = int(updates["update"].nunique())
     return {
         "schema": SUMMARY_SCHEMA,
-        "run_id": m.get("run_id"),
-        "suite": m.get("suite"),
+        # Identity fields only as well typed values (a bad one is manifest_identity's finding);
+        # a run is named by its evidence directory when its manifest names another.
+        "run_id": None if manifest is None else ev.path.name,
+        "suite": identity["suite"],
         "spec": m.get("spec") if isinstance(m.get("spec"), dict) else None,
-        "backend": m.get("backend"),
-        "workload": m.get("workload"),
-        "trial": m.get("trial"),
+        "backend": identity["backend"],
+        "workload": identity["workload"],
+        "trial": identity["trial"],
         "status": m.get("status"),
         "evidence_dir": str(ev.path),
         "valid": not reasons,
@@ -532,14 +548,18 @@ def update_timeline(updates: pd.DataFrame) -> dict[str, list]:
             "completed_at": [float(t) if math.isfinite(t) else None for t in rows["completed_at"].astype(float)]}
 
 
-def summarize(evidence_dir: Path | str) -> dict:
-    """Summary (rates + validity with named reasons) of one evidence directory; never raises on bad evidence."""
-    return summarize_evidence(read_evidence(evidence_dir))
+def summarize(evidence_dir: Path | str, run_record: Mapping[str, Any] | None = None) -> dict:
+    """Summary (rates + validity with named reasons) of one evidence directory; never raises on bad evidence.
+
+    run_record: the run.json that points at the directory; it must name the same run.
+    """
+    return summarize_evidence(read_evidence(evidence_dir), run_record)
 
 
-def summarize_to_file(evidence_dir: Path | str, out_path: Path | str) -> dict:
+def summarize_to_file(evidence_dir: Path | str, out_path: Path | str,
+                      run_record: Mapping[str, Any] | None = None) -> dict:
     """Write the summary atomically as JSON and return it."""
-    summary = summarize(evidence_dir)
+    summary = summarize(evidence_dir, run_record)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out, summary)

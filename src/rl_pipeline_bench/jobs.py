@@ -66,7 +66,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         if spec_path is not None:
             check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)
-        summary = summarize_to_file(Path(evidence_dir), Path(out_path))
+        summary = summarize_to_file(Path(evidence_dir), Path(out_path), run_record=record)
         index = Path(attempts_index) if attempts_index is not None else attempts.index_for(Path(evidence_dir).parent)
         attempts.append_event(index, "summarized", summary.get("run_id") or Path(evidence_dir).name,
                               valid=summary["valid"], reasons=summary["reasons"], summary=str(out_path))

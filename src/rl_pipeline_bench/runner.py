@@ -160,6 +160,9 @@ def execute_run(
     contract = dict(suite.contract)
     contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]
     contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
+    # The plan's identities per update, which the summary reconciles the calls with.
+    contract["offered_plan"] = {"groups_per_update": int(spec.groups_per_update), "group_size": int(spec.group_size),
+                                "calls_per_trajectory": int(spec.new_calls)}
 
     root = Path(evidence_dir_root or evidence_root())
     index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)

@@ -39,6 +39,8 @@ class Backend:
         ahead (no extra work is offered unless a suite sets `extra_offered_updates`).
     suite_checks: its own suite checks, run at DAG time and before every lease.
     evidence_checks: its own validity checks on a run's manifest, run by the contract.
+    trains_plan_updates: whether its update u trains exactly the accepted calls of plan update u
+        (the contract then reconciles calls with updates per update; otherwise over the run).
     reason_codes: {code: meaning} of the reasons its evidence checks produce.
     packages: distributions whose versions its run manifests record (beside the common ones).
     suite_schema: JSON-schema properties it adds to every suite (its own suite keys).
@@ -65,6 +67,7 @@ class Backend:
     staleness_limit: Callable[[Mapping[str, Any], Any], int] | None = None
     suite_checks: tuple[SuiteCheck, ...] = ()
     evidence_checks: tuple[EvidenceCheck, ...] = ()
+    trains_plan_updates: bool = True
     reason_codes: Mapping[str, str] = field(default_factory=dict)
     packages: tuple[str, ...] = ()
     suite_schema: Mapping[str, Any] = field(default_factory=dict)
@@ -78,13 +81,15 @@ class Backend:
 
 def framework_backend(*, topology: Any, models: tuple[str, ...], **fields: Any) -> Backend:
     """A framework under the comparison contract: CUDA only, exactly its topology's GPUs,
-    a revision-pinned hub snapshot of one of its supported models.
+    a revision-pinned hub snapshot of one of its supported models. Its trainer batches work
+    across plan updates (its own batching and autotuning), so calls reconcile over the run.
 
     Its container runs share the host's IPC namespace (vLLM's Docker guide asks for
     `--ipc=host` or a large `--shm-size`: PyTorch shares tensors between processes
     through shared memory) and the host's network (Ray and NCCL discover node
     addresses; a loopback-only container has not been tried with them).
     """
+    fields.setdefault("trains_plan_updates", False)
     fields.setdefault("container_network", "host")
     fields.setdefault("container_host_config", {"ipc_mode": "host"})
     return Backend(devices=("cuda",), gpus=topology.train_gpus + topology.inference_gpus, topology=topology,

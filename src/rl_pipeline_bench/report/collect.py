@@ -121,10 +121,17 @@ def resolve_evidence_dir(summary: dict[str, Any], evidence_root: Path) -> Path |
 _RUN_PATH = re.compile(r"(?P<backend>[^/]+)/(?P<workload>[^/]+)/trial(?P<trial>\d+)/[^/]+$")
 
 
+def _well_typed(key: str, value: Any) -> bool:
+    if key == "trial":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str) and bool(value)
+
+
 def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[str]) -> None:
-    """A run whose manifest is unreadable has no backend/workload/trial in its summary;
-    the declared run path results/runs/{suite}/{backend}/{workload}/trial{n}/ still says them."""
-    missing = [k for k in ("backend", "workload", "trial") if summary.get(k) is None]
+    """A run whose manifest is unreadable (or names itself with values of the wrong type) has
+    no usable backend/workload/trial in its summary; the declared run path
+    results/runs/{suite}/{backend}/{workload}/trial{n}/ still says them."""
+    missing = [k for k in ("backend", "workload", "trial") if not _well_typed(k, summary.get(k))]
     if not missing:
         return
     m = _RUN_PATH.search(summary_path.as_posix())
@@ -133,7 +140,8 @@ def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[s
                                "(expected .../{backend}/{workload}/trial{n}/summary.json)")
     for k in missing:
         summary[k] = int(m["trial"]) if k == "trial" else m[k]
-    problems.append(f"summary lacks {'/'.join(missing)} (unreadable manifest); taken from its path")
+    problems.append(f"summary lacks a usable {'/'.join(missing)} (unreadable or mistyped manifest); "
+                    "taken from its path")
 
 
 #: Evidence problems a report run shows: its timeline's, and a version with no reader.

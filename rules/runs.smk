@@ -15,7 +15,9 @@ rule run_benchmark:
     input:
         unpack(run_inputs),
     output:
-        protected("results/runs/{spec}/{backend}/{workload}/trial{trial}/run.json"),
+        # update(): Snakemake keeps an existing record instead of deleting it first (a forced
+        # job as root, whom protected() does not bind), so `bench run` refuses to replace it.
+        protected(update("results/runs/{spec}/{backend}/{workload}/trial{trial}/run.json")),
     log:
         "logs/runs/{spec}/{backend}/{workload}/trial{trial}.log",
     resources:

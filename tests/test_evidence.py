@@ -390,3 +390,14 @@ def test_hand_offs_that_queue_up_behind_a_slow_write_land_as_one_part(tmp_path, 
     assert ev.updates["update"].tolist() == [1, 2, 3, 4, 5]
     assert ev.calls["update"].tolist() == [u for u in range(1, 6) for _ in range(2)]
     w.finish("completed")
+
+
+def test_atomic_write_without_replace_keeps_an_existing_file(tmp_path):
+    from rl_pipeline_bench.evidence import atomic_write_json
+
+    target = tmp_path / "run.json"
+    atomic_write_json(target, {"run_id": "first"}, replace=False)
+    with pytest.raises(FileExistsError):
+        atomic_write_json(target, {"run_id": "second"}, replace=False)
+    assert json.loads(target.read_text()) == {"run_id": "first"}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temp file left behind

@@ -160,6 +160,26 @@ def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
     assert summary["run_id"] == new["run_id"]
 
 
+def test_forced_run_never_replaces_a_run_record(smoke_workdir):
+    """--forcerun run_benchmark (as root protected() does not bind) keeps run.json: bench run refuses
+    to replace it, and a second bench run given the same --run-json refuses too."""
+    before = _run_dirs(smoke_workdir)
+    run_json = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/tool_history/trial1/run.json"
+    old = run_json.read_bytes()
+    proc = snakemake(smoke_workdir, "--forcerun", "run_benchmark", str(run_json.relative_to(smoke_workdir)))
+    assert proc.returncode != 0
+    assert run_json.read_bytes() == old and _run_dirs(smoke_workdir) == before
+    env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "tool_history",
+         "--config", str(smoke_workdir / "config.yaml"), "--suite", "smoke", "--run-json", str(run_json),
+         "--evidence-root", str(smoke_workdir / "results/evidence")],
+        cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 2 and "does not replace" in proc.stderr, proc.stderr
+    assert run_json.read_bytes() == old and _run_dirs(smoke_workdir) == before
+
+
 def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
     """A run that fails (here: its model snapshot vanished) leaves failed evidence; the report lists it."""
     record = json.loads((smoke_workdir / "results/models/reference-tiny-qwen3moe.json").read_text())

@@ -146,12 +146,13 @@ _UMASK = _read_umask()
 
 
 def atomic_write(path: Path | str, write: Callable[[Any], None], mode: int | None = None, *,
-                 sync_dir: bool = True) -> None:
+                 sync_dir: bool = True, replace: bool = True) -> None:
     """Write `path` via `write(binary_file)` into a same-directory temp file, fsync, rename.
 
     `mode` None: readable like any other file (0666 less the umask); 0o600 for files
     that hold the environment or commands. `sync_dir=False` leaves the directory's
-    fsync to the caller, who batches several renames.
+    fsync to the caller, who batches several renames. `replace=False` never replaces an
+    existing file (FileExistsError, atomically: the temp file is hard-linked into place).
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -162,7 +163,11 @@ def atomic_write(path: Path | str, write: Callable[[Any], None], mode: int | Non
             os.fsync(fh.fileno())
         # mkstemp creates 0600; evidence is meant to be readable like any other file.
         os.chmod(tmp, 0o666 & ~_UMASK if mode is None else mode)
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            os.unlink(tmp)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -177,10 +182,11 @@ def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None) -
     atomic_write(path, lambda fh: fh.write(data), mode)
 
 
-def atomic_write_json(path: Path | str, obj: Any, mode: int | None = None) -> None:
+def atomic_write_json(path: Path | str, obj: Any, mode: int | None = None, *, replace: bool = True) -> None:
     """Atomic JSON (indent 2, strict: NaN/Infinity are refused rather than written)."""
     text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
+    data = text.encode("utf-8")
+    atomic_write(path, lambda fh: fh.write(data), mode, replace=replace)
 
 
 def atomic_write_table(path: Path | str, table: pa.Table, *, sync_dir: bool = True) -> None:

@@ -33,6 +33,10 @@ from .spec import RunSpec, SpecError
 RUN_SCHEMA = "rl-bench/run/v1"
 
 
+class RunRecordExists(ConfigError):
+    """The run.json a run was told to write already records another run."""
+
+
 @dataclass
 class RunContext:
     """Everything a backend needs; backends write evidence only through `writer`.
@@ -139,6 +143,7 @@ def execute_run(
     command: list[str] | None = None,
     attempts_index: Path | None = None,
     run_id: str | None = None,
+    replace_run_json: bool = False,
 ) -> int:
     """Run one (spec, backend, workload, trial); return the process exit code.
 
@@ -146,7 +151,14 @@ def execute_run(
     when its evidence directory exists and again when it ends, failed runs included.
     A `runtime: container` run started on the host runs this same function inside the
     backend's image (rl_pipeline_bench.image_runs), under the host's lease and run id.
+    An existing `run_json` is never replaced unless `replace_run_json` says so: it is
+    refused before the run starts, and a record that appeared meanwhile (another run
+    given the same path) is kept, this run's evidence too (exit code 1).
     """
+    if run_json is not None and not replace_run_json and os.path.lexists(run_json):
+        raise RunRecordExists(f"{run_json} exists: it records an earlier run, which bench run does not replace "
+                              "(re-run as the README's 'Re-running a benchmark' says: delete it first, or pass "
+                              "--replace-run-json)")
     config = run_spec.as_config()
     suite = get_suite(config, run_spec.suite_name)
     descriptor = backends.get(backend)  # an unknown name fails listing the registered backends
@@ -172,7 +184,8 @@ def execute_run(
         run_id = run_id or new_run_id(suite.name, backend, workload, trial)
         code, evidence_dir = image_runs.execute_in_image(host, run_id)
         if code == 0 and run_json is not None:
-            _write_run_json(Path(run_json), run_id, evidence_dir, run_spec, backend, workload, trial)
+            code = _record_run(Path(run_json), run_id, evidence_dir, run_spec, backend, workload, trial,
+                               replace_run_json)
         print(f"bench: container run {run_id} {'completed' if code == 0 else 'FAILED'}; evidence in {evidence_dir}",
               file=sys.stdout if code == 0 else sys.stderr, flush=True)
         return code
@@ -240,8 +253,9 @@ def execute_run(
         return 1
     writer.finish("completed")
     record_end()
-    if run_json is not None:
-        _write_run_json(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial)
+    if run_json is not None and _record_run(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial,
+                                            replace_run_json):
+        return 1
     print(f"bench: run {run_id} completed; evidence in {writer.path}", flush=True)
     return 0
 
@@ -253,8 +267,20 @@ def _refuse_unproven_image(identity: dict[str, Any]) -> None:
                            + "; ".join(identity["in_image"]["problems"]))
 
 
+def _record_run(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,
+                trial: int, replace: bool) -> int:
+    """Write run.json (0); 1 when one appeared meanwhile (another run given the same path), which is kept."""
+    try:
+        _write_run_json(path, run_id, evidence_dir, run_spec, backend, workload, trial, replace=replace)
+    except FileExistsError:
+        print(f"bench: run {run_id} completed, but {path} appeared meanwhile (another run given the same "
+              f"--run-json) and is kept; this run's evidence is in {evidence_dir}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
 def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,
-                    trial: int) -> None:
+                    trial: int, replace: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence_dir = Path(evidence_dir).resolve()
     cwd = Path.cwd().resolve()
@@ -272,4 +298,4 @@ def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSp
         "workload": workload,
         "trial": trial,
     }
-    atomic_write_json(path, record)
+    atomic_write_json(path, record, replace=replace)

@@ -63,6 +63,7 @@ def cmd_run(args) -> int:
         model_record=Path(model_record), plan_path=args.plan, run_json=args.run_json,
         recipe_record=args.recipe_record, source_record=args.source_record, image_record=args.image_record,
         evidence_dir_root=args.evidence_root, attempts_index=args.attempts_index, run_id=args.run_id,
+        replace_run_json=args.replace_run_json,
     )
 
 
@@ -123,7 +124,10 @@ def register(sub) -> None:
     p.add_argument("--trial", type=int, default=1)
     p.add_argument("--model-record", type=Path, default=None, help="results/models/{model}.json")
     p.add_argument("--plan", type=Path, default=None, help="offered plan parquet of this spec (computed if absent)")
-    p.add_argument("--run-json", type=Path, default=None, help="where to write run.json on success")
+    p.add_argument("--run-json", type=Path, default=None,
+                   help="where to write run.json on success; an existing one is refused (see --replace-run-json)")
+    p.add_argument("--replace-run-json", action="store_true",
+                   help="replace an existing --run-json (its earlier run's evidence stays in results/evidence/)")
     p.add_argument("--recipe-record", type=Path, default=None)
     p.add_argument("--source-record", type=Path, default=None)
     p.add_argument("--image-record", type=Path, default=None)

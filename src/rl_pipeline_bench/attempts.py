@@ -55,6 +55,7 @@ def started_fields(manifest: dict[str, Any], evidence_dir: Path | str) -> dict[s
         "suite": manifest.get("suite"), "spec": spec.get("id"), "backend": manifest.get("backend"),
         "workload": manifest.get("workload"), "trial": manifest.get("trial"),
         "started_at": manifest.get("started_at"), "evidence_dir": str(evidence_dir),
+        "supervisor": manifest.get("supervisor") if isinstance(manifest.get("supervisor"), dict) else None,
     }
 
 
@@ -84,6 +85,16 @@ class Attempt:
     in_report: bool = False
     spec: str | None = None
     evidence_dir: str | None = None
+    supervisor: dict | None = None
+
+    @property
+    def status_text(self) -> str | None:
+        """The status, a `running` one saying whether its process still runs (rl_pipeline_bench.liveness)."""
+        if self.status != "running":
+            return self.status
+        from .liveness import describe
+
+        return f"running ({describe(self.supervisor)})"
 
     @property
     def error_not_in_reasons(self) -> bool:
@@ -117,7 +128,7 @@ def read_events(index: Path | str) -> tuple[list[dict[str, Any]], list[str]]:
     return events, problems
 
 
-_IDENTITY = ("suite", "spec", "backend", "workload", "trial", "started_at", "evidence_dir")
+_IDENTITY = ("suite", "spec", "backend", "workload", "trial", "started_at", "evidence_dir", "supervisor")
 
 
 def fold(events: Iterable[dict[str, Any]]) -> dict[str, Attempt]:

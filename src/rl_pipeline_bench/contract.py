@@ -236,7 +236,9 @@ def _check_status(manifest: dict | None, reasons: list[str]) -> None:
             gist = lines[-1] if lines[0].startswith("Traceback") else lines[0]
             detail += f" (error: {gist[:200]})"
         elif status == "running":
-            detail += " (the process ended before finishing the run)"
+            from .liveness import describe
+
+            detail += f" ({describe(manifest.get('supervisor'))})"
         reasons.append(f"status_not_completed: {detail}")
 
 

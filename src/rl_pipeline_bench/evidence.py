@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .evidence_parts import PARTS_DIR, BackgroundWriter, part_files, part_name, read_part, write_part
+from .liveness import process_identity
 from .redaction import is_secret_name, recorded_env, redact_text
 
 SCHEMA = "rl-bench/evidence/v1"
@@ -96,7 +97,7 @@ def _stem(table: str) -> str:
 MANIFEST_FIELDS = (
     "schema", "run_id", "status", "backend", "workload", "suite", "trial",
     "started_at", "finished_at", "contract", "model", "recipe_sha256", "source_sha256",
-    "image", "gpus", "host", "command", "env", "error",
+    "image", "gpus", "host", "command", "env", "error", "supervisor",
 )
 STATUSES = ("running", "completed", "failed")
 #: Mode of the files that hold the environment or commands (manifest, run.log).
@@ -362,6 +363,8 @@ class EvidenceWriter:
         m["run_id"] = run_id
         m["status"] = "running"
         m["started_at"] = utc_now_iso()
+        # The process that writes this evidence: a reader tells a live run from a dead one by it.
+        m["supervisor"] = m["supervisor"] if isinstance(m.get("supervisor"), dict) else process_identity()
         m["finished_at"] = None
         m["error"] = None
         m["env"] = recorded_env(m["env"] if isinstance(m.get("env"), dict) else None)

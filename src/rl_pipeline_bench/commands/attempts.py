@@ -26,7 +26,7 @@ def _list(args: argparse.Namespace) -> int:
     else:
         for a in found:
             verdict = "not judged" if a.valid is None else ("valid" if a.valid else "INVALID")
-            print(f"{a.name}  {a.status or '?'}  {verdict}  {a.spec or a.suite or '?'}"
+            print(f"{a.name}  {a.status_text or '?'}  {verdict}  {a.spec or a.suite or '?'}"
                   f"  {a.backend or '?'}/{a.workload or '?'}/trial{a.trial if a.trial is not None else '?'}")
     for p in problems:
         print(f"bench attempts: {p}")

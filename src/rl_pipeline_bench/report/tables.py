@@ -321,7 +321,7 @@ def ratios_table(headline: pd.DataFrame, workloads: list[str], backends: list[st
 def attempts_table(attempts: list[Attempt]) -> pd.DataFrame:
     rows = [{
         "run_id": a.name, "suite": a.suite, "spec": a.spec, "backend": a.backend, "workload": a.workload,
-        "trial": "" if a.trial is None else str(a.trial), "status": a.status or "unreadable", "valid": a.valid,
+        "trial": "" if a.trial is None else str(a.trial), "status": a.status_text or "unreadable", "valid": a.valid,
         "failed_or_invalid": a.failed_or_invalid, "in_report": a.in_report,
         "started_at": a.started_at, "finished_at": a.finished_at, "error": a.error,
         "reasons": "; ".join(a.reasons),

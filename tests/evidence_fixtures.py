@@ -14,7 +14,8 @@ Defaults (contract 5+15, headline 5, N = 20, ranks [0, 1], 4 trajectories offere
   calls: per update one call per offered trajectory (one group), the first
          accepted_trajectories[u] of them accepted; completion == forced, the accepted
          ones splitting assistant_tokens[u] between them (the files agree, as the
-         contract's reconciliation requires), the others 10 + t long.
+         contract's reconciliation requires), the others 10 + t long; each call runs
+         [c-3.0, c-2.8] ([0.1 c, 0.2 c] for c < 3 s, inside the run).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def default_calls(updates: Sequence[int], completed_at: Sequence[float], accepte
             forced = (k // a + (k % a if t == 0 else 0)) if t < a else 10 + t
             rows.append(dict(update=u, group=0, trajectory=t, call=0, prompt_tokens=50,
                              forced_completion_tokens=forced, completion_tokens=forced,
-                             accepted=t < a, started_at=c - 3.0, finished_at=c - 2.8,
+                             accepted=t < a, started_at=c - 3.0 if c >= 3.0 else 0.1 * c,
+                             finished_at=c - 2.8 if c >= 3.0 else 0.2 * c,
                              policy_version=max(u - 1, 0)))
     return rows
 

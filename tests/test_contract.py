@@ -388,6 +388,13 @@ def _case_assistant_tokens_mismatch(tmp):
     return build_evidence(tmp, assistant_tokens=[100_000 * u for u in range(1, 21)], calls=_default_calls())
 
 
+def _case_call_time_invalid(tmp):
+    calls = _default_calls()
+    calls[9].update(started_at=20.0, finished_at=19.5)  # finishes before it starts
+    calls[10].update(started_at=-4.0)
+    return build_evidence(tmp, calls=calls)
+
+
 def _case_interval_empty(tmp):
     from evidence_fixtures import default_intervals
 

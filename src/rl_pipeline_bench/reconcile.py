@@ -12,6 +12,7 @@ still contradict the others, and a summary must not call such evidence valid.
   extra offered updates, which issue 9's rule records as not accepted although a
   framework may train them), counting at most one end-of-turn token per call beside
   the completion tokens.
+- Call times: from 0 on, finite, never finishing before they start.
 - Trainer intervals: inside the run (from 0 to the last update's completion), of a
   recorded update, of non-zero length, and an update's union not below
   `TRAINER_SHARE_FLOOR` of its wall time (completion to completion).
@@ -46,6 +47,7 @@ REASON_CODES: dict[str, str] = {
     "trajectory_acceptance_mixed": "a trajectory has both accepted and not accepted calls",
     "accepted_trajectories_mismatch": "an update's accepted_trajectories disagree with its accepted calls",
     "assistant_tokens_mismatch": "an update's assistant_tokens disagree with its accepted calls' completion tokens",
+    "call_time_invalid": "a call starts before the run, finishes before it starts, or has a non-finite time",
     "interval_empty": "a trainer interval has zero length",
     "interval_outside_run": "a trainer interval starts before the run, ends after its last update, "
                             "or is tagged with an update that was not recorded",
@@ -180,9 +182,22 @@ def _run_totals(updates: pd.DataFrame, calls: pd.DataFrame, all_calls: pd.DataFr
                        f"the calls generated {tokens} in {n_calls} accepted (or extra offered) call(s)")
 
 
+def _check_call_times(calls: pd.DataFrame, reasons: list[str]) -> None:
+    start, end = calls["started_at"].to_numpy(dtype="float64"), calls["finished_at"].to_numpy(dtype="float64")
+    with np.errstate(invalid="ignore"):
+        bad = calls[~(np.isfinite(start) & np.isfinite(end)) | (start < 0) | (end < start)]
+    if len(bad):
+        r = bad.iloc[0]
+        where = f"update {int(r['update'])} " if pd.notna(r["update"]) else ""
+        reasons.append(f"call_time_invalid: {len(bad)} call(s) with a negative, non-finite or reversed time; first: "
+                       f"{where}group {int(r['group'])} trajectory {int(r['trajectory'])} call {int(r['call'])} "
+                       f"[{float(r['started_at'])}, {float(r['finished_at'])}]")
+
+
 def check_calls(updates: pd.DataFrame, calls: pd.DataFrame, total: int, contract: Mapping[str, Any],
                 offered: int | None, per_plan_update: bool, reasons: list[str]) -> None:
     """Reconcile calls.parquet with updates.parquet (see the module docstring); readable tables only."""
+    _check_call_times(calls, reasons)
     shape = offered_shape(contract, reasons)
     calls = calls.assign(accepted=calls["accepted"].fillna(False).astype(bool))
     tagged = _tagged(calls)

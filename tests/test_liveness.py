@@ -53,3 +53,19 @@ def test_attempts_table_shows_a_live_run_as_running(tmp_path):
     table = attempts_table(read_attempts(index)[0]).set_index("run_id")
     assert table.at[d.name, "status"].startswith("running (still running: pid")
     assert table.at["other-run", "status"].startswith("running (the process ended")
+
+
+def test_a_container_run_records_the_host_supervisor(monkeypatch):
+    """Inside a backend image the pid would be the container's: the host's identity is handed in and
+    recorded, and a pid of another pid namespace is never judged from here."""
+    import json
+
+    from rl_pipeline_bench import image_runs
+    from rl_pipeline_bench.liveness import SUPERVISOR_ENV
+
+    env = image_runs.container_environment({}, {})
+    host = json.loads(env[SUPERVISOR_ENV])
+    assert host == {**process_identity(), "started_at": host["started_at"]}
+    monkeypatch.setenv(SUPERVISOR_ENV, env[SUPERVISOR_ENV])
+    assert process_identity() == host and process_state(host) == ALIVE
+    assert process_state(dict(host, pid_ns="pid:[1]")) == UNKNOWN

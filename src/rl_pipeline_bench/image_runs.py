@@ -78,11 +78,15 @@ def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
     The leased GPUs are named by UUID in CUDA_VISIBLE_DEVICES, as on the host: the
     engine exposes exactly those devices, and the UUIDs stay valid inside.
     """
+    from .liveness import SUPERVISOR_ENV, process_identity
+
     env = {
         provenance.BAKED_RECIPE_ENV: labels.get(images.LABEL_RECIPE, ""),
         provenance.BAKED_SOURCE_ENV: labels.get(images.LABEL_SOURCE, ""),
         "HF_HUB_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",
+        # The manifest names this host process (which waits for the container) as the run's supervisor.
+        SUPERVISOR_ENV: json.dumps(process_identity()),
     }
     cache = model_cache(model)
     if model.get("hf_home") and cache is not None:

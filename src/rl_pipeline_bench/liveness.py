@@ -4,11 +4,18 @@ A manifest whose status is still `running` may belong to a run that goes on or t
 whose process died. The runner records its own process (`supervisor`: host, pid, the
 kernel's start time of that pid and the boot id), so a reader on the same host can
 tell the two apart without trusting a reused pid: the pid must exist, in the same
-boot, with the same start time. On another host nothing can be checked from here.
+boot, with the same start time. On another host, or from another pid namespace,
+nothing can be checked.
+
+A run inside a backend image (rl_pipeline_bench.image_runs) would record a pid of the
+container's namespace, which means nothing on the host; the host's `bench run`, which
+starts the container and waits for it, hands its own identity in through
+`RL_BENCH_SUPERVISOR`, and that is what the manifest records.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from datetime import datetime, timezone
@@ -16,6 +23,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 ALIVE, ENDED, UNKNOWN = "alive", "ended", "unknown"
+#: The supervising process's identity (JSON), set by the host for a run it starts in a container.
+SUPERVISOR_ENV = "RL_BENCH_SUPERVISOR"
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def _boot_id() -> str | None:
@@ -38,9 +54,18 @@ def _start_ticks(pid: int) -> int | None:
 
 
 def process_identity() -> dict[str, Any]:
-    """This process, as a manifest records it (`supervisor`)."""
+    """The process that supervises this run, as a manifest records it (`supervisor`): this one,
+    or the host process named by RL_BENCH_SUPERVISOR."""
+    handed = os.environ.get(SUPERVISOR_ENV)
+    if handed:
+        try:
+            identity = json.loads(handed)
+        except ValueError:
+            identity = None
+        if isinstance(identity, dict):
+            return identity
     return {"host": socket.gethostname(), "pid": os.getpid(), "start_ticks": _start_ticks(os.getpid()),
-            "boot_id": _boot_id(),
+            "boot_id": _boot_id(), "pid_ns": _pid_namespace(),
             "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
 
 
@@ -51,6 +76,9 @@ def process_state(identity: Mapping[str, Any] | None) -> str:
     pid, ticks, boot = identity.get("pid"), identity.get("start_ticks"), identity.get("boot_id")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return UNKNOWN
+    ns = identity.get("pid_ns")
+    if ns is not None and _pid_namespace() is not None and ns != _pid_namespace():
+        return UNKNOWN  # a pid of another namespace (a container's) names no process here
     if boot is not None and _boot_id() is not None and boot != _boot_id():
         return ENDED  # the host rebooted since
     now = _start_ticks(pid)

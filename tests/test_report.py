@@ -253,23 +253,33 @@ def test_workflow_job_entry_point(two_backends, tmp_path):
                            tmp_path / "xt", tmp_path / "xf", smk.params.suite, i["spec"], offered_figures=drawn[:1])
 
 
+def _one_reference_run(tmp_path: Path, suite: str, **manifest) -> tuple:
+    """(spec, evidence dir) of one fixture run of the reference backend on multi_turn."""
+    spec = _spec(suite, ["reference"])
+    path = build_evidence(tmp_path / "results" / "evidence", manifest={**_manifest(spec, "reference", "multi_turn"),
+                                                                       **manifest},
+                          run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
+    return spec, path
+
+
+def _one_run_inputs(tmp_path: Path, spec, path: Path) -> dict:
+    summaries = [_summarize(tmp_path, spec, "reference", "multi_turn", path)]
+    return {"summaries": summaries, "plans": _plans(tmp_path, spec)[:1], "suite": spec.suite_name, "spec": spec}
+
+
 @pytest.mark.parametrize("bad", [{"trial": "one"}, {"backend": ["x"]}])
 def test_reported_run_with_mistyped_identity(tmp_path, bad):
     """A manifest naming its run with values of the wrong type makes an invalid summary, never a report crash."""
-    suite = "fixture6"
-    spec = _spec(suite, ["reference"])
-    ev = tmp_path / "results" / "evidence"
-    path = build_evidence(ev, manifest={**_manifest(spec, "reference", "multi_turn"), **bad},
-                          run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
-    summaries = [_summarize(tmp_path, spec, "reference", "multi_turn", path)]
+    spec, path = _one_reference_run(tmp_path, "fixture6", **bad)
+    inputs = _one_run_inputs(tmp_path, spec, path)
+    summaries = inputs["summaries"]
     summary = json.loads(summaries[0].read_text())
     assert not summary["valid"] and any(r.startswith("manifest_identity") for r in summary["reasons"])
-    inputs = {"summaries": summaries, "plans": _plans(tmp_path, spec)[:1], "suite": suite, "spec": spec}
     reports = _render(tmp_path, inputs, "reports")
     html = (reports / "comparison.html").read_text(encoding="utf-8")
     assert "manifest_identity" in _section(html, "validation") and "taken from its path" in html
-    head = pd.read_csv(reports / "tables" / "headline.csv")
-    assert head[["workload", "backend", "trial", "valid"]].values.tolist() == [["multi_turn", "reference", 1, False]]
+    runs = pd.read_csv(reports / "tables" / "runs.csv")
+    assert runs[["workload", "backend", "trial", "valid"]].values.tolist() == [["multi_turn", "reference", 1, False]]
     # A summary written by older code that echoed the bad value is read the same way.
     summaries[0].write_text(json.dumps({**summary, **bad}))
     _render(tmp_path, inputs, "reports-old")
@@ -277,14 +287,9 @@ def test_reported_run_with_mistyped_identity(tmp_path, bad):
 
 def test_reported_run_with_corrupt_manifest(tmp_path):
     """A declared run whose manifest is garbage is still reported, as invalid, under its run path."""
-    suite = "fixture3"
-    spec = _spec(suite, ["reference"])
-    ev = tmp_path / "results" / "evidence"
-    path = build_evidence(ev, manifest=_manifest(spec, "reference", "multi_turn"),
-                          run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
+    spec, path = _one_reference_run(tmp_path, "fixture3")
     (path / "manifest.json").write_text("[1, 2")
-    summaries = [_summarize(tmp_path, spec, "reference", "multi_turn", path)]
-    inputs = {"summaries": summaries, "plans": _plans(tmp_path, spec)[:1], "suite": suite, "spec": spec}
+    inputs = _one_run_inputs(tmp_path, spec, path)
     reports = _render(tmp_path, inputs, "reports")
     html = (reports / "comparison.html").read_text(encoding="utf-8")
     assert "manifest_corrupt" in _section(html, "validation")
@@ -341,18 +346,13 @@ def test_mixed_schema_versions(tmp_path):
 
 def test_report_judges_a_run_once_when_its_evidence_changed(tmp_path):
     """Evidence damaged after its summary was written: headline and attempts tables give the one verdict."""
-    suite = "fixture5"
-    spec = _spec(suite, ["reference"])
-    ev = tmp_path / "results" / "evidence"
-    path = build_evidence(ev, manifest=_manifest(spec, "reference", "multi_turn"),
-                          run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
-    summaries = [_summarize(tmp_path, spec, "reference", "multi_turn", path)]
+    spec, path = _one_reference_run(tmp_path, "fixture5")
+    inputs = _one_run_inputs(tmp_path, spec, path)
     (path / "calls.parquet").write_bytes(b"changed after the summary")
     index = tmp_path / "results" / "attempts.jsonl"
     from rl_pipeline_bench.attempts import append_event
 
     append_event(index, "summarized", path.name, valid=False, reasons=["calls_corrupt: a later re-scoring"])
-    inputs = {"summaries": summaries, "plans": _plans(tmp_path, spec)[:1], "suite": suite, "spec": spec}
     reports = _render(tmp_path, inputs, "reports")
     head = pd.read_csv(reports / "tables" / "headline.csv")
     attempts = pd.read_csv(reports / "tables" / "attempts.csv").set_index("run_id")

@@ -225,8 +225,9 @@ def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[
     """Run `host` inside its backend image; return (exit code, evidence directory).
 
     0 only when the container exited 0 and its evidence says completed; 128+N after
-    signal N stopped it (SIGTERM, SIGINT). A container that never wrote its evidence (it could not start, or died first) gets a failed evidence
-    directory from the host, so every attempt leaves a record.
+    signal N stopped it (SIGTERM, SIGINT). A container that never created its evidence
+    directory (it could not start, or died first) gets a failed one from the host, so
+    every attempt leaves a record.
     """
     from . import attempts, backends
     from .evidence import EvidenceWriter
@@ -254,7 +255,7 @@ def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[
         except (images.ImageError, container_run.ContainerRunError, container_run.ContainerInterrupted) as exc:
             error = exc
     status = evidence_status(evidence_dir)
-    if status is None:  # the benchmark never started inside: the host records the attempt
+    if not evidence_dir.exists():  # the benchmark never started inside: the host records the attempt
         reason = error or f"container exited with {result.exit_code if result else '?'} before writing evidence"
         writer = EvidenceWriter(host.evidence_root, run_id, {
             "backend": host.backend, "workload": host.workload, "suite": host.run_spec.suite_name,

@@ -8,7 +8,7 @@
 # Snakemake: carry the wheels of /work/shared/tools/device-wheels.sh in .whl/; they are
 # installed into a private --target folder (nothing system-wide) and a `bench` wrapper goes on PATH.
 #
-# What it measures, and at which scale. reference_gpu's own scale (0.25, one run ~2.5 min)
+# What it measures, and at which scale. reference_gpu's own scale (0.25, one run 3.5-5 min measured)
 # does not fit a 7-minute call, so a --configfile narrows the suite to ONE multi_turn run,
 # 1 trial, scale PROBES_SCALE (default 0.1), the full 5+15 update contract; every figure
 # below is at that scale and the spec id printed names it:

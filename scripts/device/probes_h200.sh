@@ -23,7 +23,7 @@
 #   3. the report once more with the GEMM record among the probes                 ~15 s
 #   4. the sampler's own cost: the same run with the sampler on and off, alternating,
 #      2 runs each (benchmarks/bench_telemetry_overhead.py), fewer if the time left
-#      (PROBES_BUDGET_S, default 400 s from the start) cannot hold them; none is cut.
+#      (PROBES_BUDGET_S, default 380 s from the start) cannot hold them; none is cut.
 # $OUT receives 4 files: probes_h200.log (everything printed), figures.txt (the figures
 # and their commands), gemm.json, results.tar.gz (specs, probe records, run records,
 # evidence incl. telemetry, reports/, logs/). Exit status non-zero if a step failed.
@@ -32,7 +32,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SUITE=${PROBES_SUITE:-reference_gpu}
 SCALE=${PROBES_SCALE:-0.1}
-BUDGET_S=${PROBES_BUDGET_S:-400}
+BUDGET_S=${PROBES_BUDGET_S:-380}
 SITE=${RL_BENCH_SITE:-/tmp/rl-bench-site}
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }

@@ -75,7 +75,11 @@ def test_report_in_headless_chromium(smoke_workdir, browser_context, tmp_path):
     assert problems == []
 
     images = found["images"]
-    assert len(images) == 1 + len(WORKLOADS)  # the timelines and one offered-length figure per workload
+    # The timelines, one offered-length figure per workload, and the Infrastructure section's
+    # all-reduce, storage and checkpoint figures.
+    assert len(images) == 1 + len(WORKLOADS) + 3, [img["alt"] for img in images]
+    assert {"all-reduce bandwidth vs message size", "storage throughput against the 500 MB/s target",
+            "checkpoint save and load time against the 60 s target"} <= {img["alt"] for img in images}
     assert all(img["ok"] for img in images), images
     links = found["links"]
     assert links and all(link["target"] for link in links), [link for link in links if not link["target"]]

@@ -48,6 +48,8 @@ rule paper_sources:
         attempts=attempts_index_input,
         provenance=report_provenance_inputs,
         evals=eval_summaries(config.get("eval_suite")),
+        run_infra=spec_run_infra(SPEC_ID),
+        probes=spec_probes(SPEC_ID),
     output:
         directory("reports/paper_sources"),
     log:
@@ -59,7 +61,8 @@ rule paper_sources:
     shell:
         "bench paper sources --spec {input.spec:q} --summaries {input.summaries:q} --plans {input.plans:q}"
         " --eval-summaries {input.evals:q} --evidence-root {params.evidence_root:q}"
-        " --attempts-index {params.attempts:q} --out {output:q} {params.statistics} --log {log:q}"
+        " --attempts-index {params.attempts:q} --out {output:q} {params.statistics}"
+        " --run-infra {input.run_infra:q} --probes {input.probes:q} --log {log:q}"
 
 
 rule render_paper:

@@ -142,3 +142,22 @@ def test_run_infra_summary_refuses_a_run_of_another_spec(workspace, tmp_path):
     assert not (tmp_path / "infra.json").exists()
     summarize_run_json(run_json, None, tmp_path / "infra.json")  # without a spec (by hand): summarised
     assert json.loads((tmp_path / "infra.json").read_text())["telemetry"]["status"] == "recorded"
+
+
+def test_paper_has_the_probe_tables_and_compiles(workspace, tmp_path):
+    """The paper's Infrastructure section: one LaTeX table per non-empty infra table; paper.pdf compiles."""
+    import shutil
+
+    from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources
+
+    render_paper_sources([workspace["summary"]], [], workspace["ws"] / "results" / "evidence", tmp_path / "src",
+                         "smoke", run_infra_paths=workspace["infra"], probe_paths=workspace["probes"])
+    tex = (tmp_path / "src" / "paper.tex").read_text()
+    assert "\\section{Infrastructure}" in tex
+    for name in ("allreduce", "allreduce_expectations", "storage", "telemetry", "targets"):
+        assert f"\\input{{tables/infrastructure_{name}.tex}}" in tex, name
+    assert "nccl" in (tmp_path / "src" / "tables" / "infrastructure_allreduce.tex").read_text()
+    assert not (tmp_path / "src" / "tables" / "infrastructure_checkpoint.tex").exists()  # no checkpoint probe
+    if shutil.which("latexmk") is None:
+        pytest.fail(f"latexmk is not installed; {TEX_INSTALL_HINT}")
+    assert compile_paper(tmp_path / "src", tmp_path / "paper").read_bytes().startswith(b"%PDF-")

@@ -17,13 +17,11 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_smoke import ROOT, snakemake  # noqa: E402
+from bench_smoke import ROOT, fresh_clone, snakemake  # noqa: E402
 
 VARIANTS = {"extra=0": "    contract: {{warmup_updates: 5, measured_updates: 15, headline_updates: 5, extra_offered_updates: 0}}\n",
             "extra=default": ""}
@@ -35,10 +33,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None, help="clone here and keep it (default: a temp dir)")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="rl-bench-window-"))
-    workdir = base / "clone"
-    subprocess.run(["git", "clone", "--quiet", "--local", str(ROOT), str(workdir)], check=True)
-    print(f"fresh clone of {ROOT} (HEAD) at {workdir}; cores={os.cpu_count()}", flush=True)
+    base, workdir = fresh_clone(args.keep, "rl-bench-window-")
     rows = []
     for name, contract in VARIANTS.items():
         override = workdir / f"{name.replace('=', '-')}.yaml"

@@ -47,14 +47,20 @@ def snakemake(workdir: Path, *args: str) -> float:
     return elapsed
 
 
+def fresh_clone(keep: Path | None, prefix: str) -> tuple[Path, Path]:
+    """Clone HEAD into KEEP/clone (or a new temp dir): every benchmark measures a fresh checkout."""
+    base = keep or Path(tempfile.mkdtemp(prefix=prefix))
+    workdir = base / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--local", str(ROOT), str(workdir)], check=True)
+    print(f"fresh clone of {ROOT} (HEAD) at {workdir}; cores={os.cpu_count()}", flush=True)
+    return base, workdir
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, default=None, help="clone here and keep it (default: a temp dir)")
     args = parser.parse_args()
-    base = args.keep or Path(tempfile.mkdtemp(prefix="rl-bench-smoke-"))
-    workdir = base / "clone"
-    subprocess.run(["git", "clone", "--quiet", "--local", str(ROOT), str(workdir)], check=True)
-    print(f"fresh clone of {ROOT} (HEAD) at {workdir}; cores={os.cpu_count()}", flush=True)
+    base, workdir = fresh_clone(args.keep, "rl-bench-smoke-")
 
     pipeline_s = snakemake(workdir, "reports/comparison.html")
     print(f"fresh clone -> reports/comparison.html (smoke suite): {pipeline_s:.1f} s (target <= {TARGET_PIPELINE_S:.0f} s)")

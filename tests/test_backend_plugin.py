@@ -39,11 +39,18 @@ TOY_SUITE = {
 }
 
 
+TOY_PROBES = yaml.safe_load((ROOT / "config.yaml").read_text())["suites"]["smoke"]["probes"]
+
+
 def _config_file(path: Path, **suite_changes) -> Path:
-    """config.yaml plus the toy suite (selected), written to path."""
+    """config.yaml plus the toy suite (selected), written to path.
+
+    The toy suite takes the smoke suite's probe sizes: the defaults are sized for GPU
+    hosts (a 4 GiB storage test file), which a CI disk need not have free.
+    """
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["suite"] = "toy"
-    config["suites"]["toy"] = dict(TOY_SUITE, **suite_changes)
+    config["suites"]["toy"] = dict(TOY_SUITE, probes=TOY_PROBES, **suite_changes)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
@@ -110,8 +117,11 @@ def test_pipeline_plans_and_runs_the_added_backend(toy_repo):
     assert dry.returncode == 0
     assert "run_benchmark" in scheduled_jobs(dry) and "recipe_hash" in scheduled_jobs(dry)
     proc = snakemake(toy_repo, "reports/comparison.html", own_source=True)
-    assert proc.returncode == 0
-    run_dir = toy_repo / f"results/runs/{_spec_id(toy_repo)}/toy/tool_history/trial1"
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    spec_id = _spec_id(toy_repo)
+    storage = json.loads((toy_repo / f"results/probes/{spec_id}/storage.json").read_text())
+    assert storage["size_bytes"] == TOY_PROBES["storage"]["size_bytes"]
+    run_dir = toy_repo / f"results/runs/{spec_id}/toy/tool_history/trial1"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["valid"], summary["reasons"]
     assert summary["backend"] == "toy" and summary["counts"]["updates"] == 5

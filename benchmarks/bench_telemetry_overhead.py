@@ -69,10 +69,12 @@ def main() -> int:
     parser.add_argument("--workload", default="tool_history")
     parser.add_argument("--repeats", type=int, default=2, help="runs per setting (alternating on/off)")
     parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
+    parser.add_argument("--configfile", type=Path, action="append", default=[], metavar="FILE",
+                        help="merged over --config, like snakemake --configfile FILE (repeatable)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the scratch evidence here")
     args = parser.parse_args()
 
-    config = load_config(args.config)
+    config = load_config(args.config, configfiles=args.configfile)
     suite = get_suite(config, args.suite)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="rl-bench-overhead-"))
     scratch.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,27 @@ def test_unknown_suite_lists_known(config):
     assert "comparison, reference_gpu, smoke" in str(exc.value)
 
 
+def test_configfiles_merge_like_snakemake_then_overrides_apply(config, tmp_path):
+    first = tmp_path / "first.yaml"
+    first.write_text("suite: reference_gpu\nsuites:\n  smoke:\n    trials: 2\n    contract: {warmup_updates: 1}\n")
+    second = tmp_path / "second.yaml"
+    second.write_text("suites:\n  smoke:\n    trials: 3\n")
+    merged = load_config(configfiles=[first, second], overrides={"suite": "smoke"})
+    smoke = merged["suites"]["smoke"]
+    # nested mappings merge (the rest of the suite and of its contract stay), later files win,
+    # and --set-style overrides apply last, as `snakemake --configfile A B --config k=v` does
+    assert smoke["trials"] == 3 and smoke["backends"] == config["suites"]["smoke"]["backends"]
+    assert smoke["contract"]["warmup_updates"] == 1
+    assert smoke["contract"]["measured_updates"] == config["suites"]["smoke"]["contract"]["measured_updates"]
+    assert merged["suite"] == "smoke"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("suites:\n  smoke:\n    trials: many\n")
+    with pytest.raises(ConfigError, match="trials"):
+        load_config(configfiles=[bad])
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(configfiles=[tmp_path / "missing.yaml"])
+
+
 def test_bad_enum_names_key_and_allowed_values(config):
     config["suites"]["smoke"]["backends"] = ["reference", "trl"]
     with pytest.raises(ConfigError) as exc:

@@ -11,6 +11,8 @@ their finished runs and run nothing.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -43,11 +45,17 @@ def _evidence(workdir: Path) -> list[str]:
 
 
 def test_every_job_uses_the_override(override_run):
-    workdir, _first, spec, proc = override_run
+    workdir, first, spec, proc = override_run
     default = spec_id(workdir)
     assert spec != default and spec.startswith("smoke-")
     doc = json.loads((workdir / f"results/specs/{spec}.json").read_text())
     assert doc["settings"]["trials"] == 2 and doc["settings"]["workload_scale"] == {"tool_history": 0.01}
+    # `bench plan --configfile` resolves the spec Snakemake wrote for the same --configfile
+    plan = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--config",
+                           str(workdir / "config.yaml"), "--configfile", str(first), "--json"],
+                          cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["spec"] == doc
     # the plan, both trials' runs, their summaries and the report all ran under the override's spec
     from rl_pipeline_bench.workloads import read_plan_meta
 

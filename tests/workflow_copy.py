@@ -48,13 +48,8 @@ def scheduled_jobs(proc: subprocess.CompletedProcess) -> str:
 
 def spec_id(workdir: Path, suite: str = "smoke", configfile: Path | None = None) -> str:
     """The run spec id a suite resolves to in a copy (a --configfile merged the way Snakemake merges it)."""
-    import yaml
-    from snakemake.utils import update_config
-
-    from rl_pipeline_bench.config import validate_config
+    from rl_pipeline_bench.config import load_config
     from rl_pipeline_bench.spec import build_spec
 
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
-    if configfile is not None:
-        update_config(config, yaml.safe_load(configfile.read_text()))
-    return build_spec(validate_config(config), suite)["id"]
+    config = load_config(workdir / "config.yaml", configfiles=[configfile] if configfile else [])
+    return build_spec(config, suite)["id"]

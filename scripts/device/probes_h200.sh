@@ -69,19 +69,12 @@ main() {
   command -v fio >/dev/null && fio --version || echo "fio not installed: the storage probe uses O_DIRECT in Python"
   git log -1 --format='commit %H %s' 2>/dev/null || true
 
-  # The suite narrowed by a --configfile (merged over config.yaml by Snakemake's own
-  # update_config, written out whole so `bench` commands resolve the same spec).
+  # The suite narrowed by a --configfile; `bench` takes the same file and merges it as
+  # Snakemake does, so both resolve the same spec.
   printf 'suite: %s\nsuites:\n  %s:\n    workloads: [multi_turn]\n    trials: 1\n    scale: %s\n' \
     "$SUITE" "$SUITE" "$SCALE" > "$WORK/override.yaml"
-  python3 - "$WORK/override.yaml" "$WORK/config.yaml" <<'PY'
-import sys, yaml
-from snakemake.utils import update_config
-config = yaml.safe_load(open("config.yaml"))
-update_config(config, yaml.safe_load(open(sys.argv[1])))
-yaml.safe_dump(config, open(sys.argv[2], "w"), sort_keys=False)
-PY
-  CFG="$WORK/config.yaml"
-  bench plan --config "$CFG" --json > "$WORK/plan.json"
+  CFG="$WORK/override.yaml"
+  bench plan --configfile "$CFG" --json > "$WORK/plan.json"
   read -r SPEC RUN_JSON GPUS < <(python3 -c "
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -89,7 +82,7 @@ print(p['spec']['id'], p['runs'][0]['target'], p['spec']['settings']['gpus'])" "
   RUN_DIR=$(dirname "$RUN_JSON")
   echo "$RUN_JSON" > "$WORK/run_json"  # for pack(), outside this subshell
   PROBES="results/probes/$SPEC"
-  bench plan --config "$CFG"
+  bench plan --configfile "$CFG"
   {
     echo "# scripts/device/probes_h200.sh, $(date -u +%FT%TZ), $(git log -1 --format=%h 2>/dev/null || echo '?')"
     echo "suite $SUITE narrowed to multi_turn x 1 trial at scale $SCALE (spec $SPEC; $WORK/override.yaml):"
@@ -171,10 +164,10 @@ print(int((datetime.fromisoformat(m['finished_at']) - datetime.fromisoformat(m['
   repeats=$(( left / (2 * run_s) )); [ "$repeats" -gt 2 ] && repeats=2
   echo "one run ~${run_s} s with start-up; ${left} s left of ${BUDGET_S} s: ${repeats} run(s) per setting"
   if [ "$repeats" -ge 1 ]; then
-    cmd=(python3 benchmarks/bench_telemetry_overhead.py --config "$CFG" --suite "$SUITE" --workload multi_turn
+    cmd=(python3 benchmarks/bench_telemetry_overhead.py --configfile "$CFG" --suite "$SUITE" --workload multi_turn
          --repeats "$repeats" --keep "$WORK/overhead")
     rc=0; "${cmd[@]}" | tee "$WORK/overhead.txt" || rc=$?
-    { echo "sampler cost: ${cmd[*]/$CFG/config.yaml+override.yaml}"; sed 's/^/  /' "$WORK/overhead.txt"; } >> "$FIG"
+    { echo "sampler cost: ${cmd[*]/$CFG/override.yaml}"; sed 's/^/  /' "$WORK/overhead.txt"; } >> "$FIG"
     if [ "$rc" -ne 0 ] && [ "$DEVICE" = cuda ]; then return "$rc"; fi
     [ "$rc" -ne 0 ] && echo "  (exit $rc: no NVML on a CPU check run)" >> "$FIG"
   else

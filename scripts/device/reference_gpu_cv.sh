@@ -60,16 +60,9 @@ OVERRIDE="$OUT/override.yaml"
 printf 'suite: %s\nsuites:\n  %s:\n    workloads: [%s]\n    trials: %s\n' "$SUITE" "$SUITE" "$WORKLOADS" "$TRIALS" > "$OVERRIDE"
 # Targets go first: --resources and --configfile take every following word as a value.
 smk() { python3 -m snakemake "$@" --cores 1 --resources gpu=1 --configfile "$OVERRIDE"; }
-SPEC=$(python3 - "$OVERRIDE" "$SUITE" <<'PY'
-import sys, yaml
-from snakemake.utils import update_config
-from rl_pipeline_bench.config import validate_config
-from rl_pipeline_bench.spec import build_spec
-config = yaml.safe_load(open("config.yaml"))
-update_config(config, yaml.safe_load(open(sys.argv[1])))
-print(build_spec(validate_config(config), sys.argv[2])["id"])
-PY
-) || { say "cannot resolve the spec"; exit 2; }
+SPEC=$(bench plan --configfile "$OVERRIDE" --json \
+       | python3 -c 'import json, sys; print(json.load(sys.stdin)["spec"]["id"])') \
+  || { say "cannot resolve the spec"; exit 2; }
 say "spec $SPEC: workloads $WORKLOADS, $TRIALS trial(s), budget ${BUDGET_S}s"
 
 copy_run() {  # $1 = run dir relative to results/runs/$SPEC

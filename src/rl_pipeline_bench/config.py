@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
@@ -190,9 +191,19 @@ def _probe_problems(config: dict[str, Any]) -> list[str]:
     return problems
 
 
-def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read config.yaml, apply top-level overrides (like `--config k=v`) and validate."""
+def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None,
+                configfiles: Iterable[Path | str] = ()) -> dict[str, Any]:
+    """Read config.yaml, merge configfiles over it, apply top-level overrides, validate.
+
+    The same order and merge as `snakemake --configfile F --config k=v` (Snakemake's own
+    update_config: nested mappings merge, anything else replaces), so a command given the
+    same files resolves the spec the workflow resolves.
+    """
     config = read_config_file(path)
+    for configfile in configfiles:
+        from snakemake.utils import update_config  # only here: a framework venv may lack Snakemake
+
+        update_config(config, read_config_file(configfile))
     config.update(overrides or {})
     return validate_config(config)
 

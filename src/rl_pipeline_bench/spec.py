@@ -272,11 +272,11 @@ def check_evidence_spec(manifest: dict[str, Any] | None, spec: RunSpec, where: s
 
 
 def spec_from_config_file(config_path: Path | str, suite: str | None = None,
-                          overrides: dict[str, Any] | None = None) -> RunSpec:
+                          overrides: dict[str, Any] | None = None, configfiles=()) -> RunSpec:
     """Outside a workflow (`bench run` by hand): resolve the spec from a config file."""
     from .config import load_config
 
-    return check_spec(build_spec(load_config(config_path, overrides), suite))
+    return check_spec(build_spec(load_config(config_path, overrides, configfiles), suite))
 
 
 def spec_path(spec_id: str, root: Path | str = ".") -> Path:

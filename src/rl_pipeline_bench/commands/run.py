@@ -2,7 +2,7 @@
 
 Inside the workflow every command gets `--spec results/specs/{suite}-{hash}.json`, the
 settings Snakemake resolved; by hand, without --spec, the spec is resolved from
-`--config` (default config.yaml) and `--set` overrides the same way.
+`--config` (default config.yaml), `--configfile` and `--set` overrides the same way.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def add_spec_args(p, *, suite: bool = True) -> None:
                    help="resolved run spec results/specs/SUITE-HASH.json (the workflow passes it)")
     p.add_argument("--config", type=Path, default=CONFIG_PATH,
                    help="without --spec: config file to resolve the spec from (default: %(default)s)")
+    p.add_argument("--configfile", action="append", type=Path, default=[], metavar="FILE",
+                   help="without --spec: merged over --config, like snakemake --configfile FILE (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="without --spec: top-level config override, like snakemake --config KEY=VALUE")
     if suite:
@@ -50,7 +52,8 @@ def spec_of(args):
         if getattr(args, "suite", None) not in (None, spec.suite_name):
             raise SystemExit(f"bench: --suite {args.suite} contradicts spec {spec.id} (suite {spec.suite_name})")
         return spec
-    return spec_from_config_file(args.config, getattr(args, "suite", None), parse_overrides(args.set))
+    return spec_from_config_file(args.config, getattr(args, "suite", None), parse_overrides(args.set),
+                                 args.configfile)
 
 
 def cmd_run(args) -> int:

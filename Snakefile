@@ -38,7 +38,6 @@ localrules:
     workload_plan,
     summarize_run,
     model_flops,
-    run_infra,
     probes,
     render_report,
     eval_spec,

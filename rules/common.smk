@@ -19,11 +19,14 @@ except ConfigError as exc:
 
 # A wildcard that becomes a path component must be a safe name (the schema's $defs/name),
 # so no target can make a rule write outside results/ (e.g. a workload of "../../x").
+SAFE_NAME = safe_name_regex()
+
+
 wildcard_constraints:
-    suite=safe_name_regex(),
-    backend=safe_name_regex(),
-    workload=safe_name_regex(),
-    model=safe_name_regex(),
+    suite=SAFE_NAME,
+    backend=SAFE_NAME,
+    workload=SAFE_NAME,
+    model=SAFE_NAME,
 
 SUITE = get_suite(config)
 SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUITE.name)

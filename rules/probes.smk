@@ -1,8 +1,9 @@
-# Infrastructure probes (seed 002): per-run telemetry/MFU summaries and the spec's
-# all-reduce, storage and checkpoint probes. All through `bench probe ...`.
+# Infrastructure probes (seed 002): the model's FLOPs card and the spec's all-reduce,
+# storage and checkpoint probes. All through `bench probe ...`.
 #
 # The NVML telemetry itself is recorded by every GPU run (runner + lease, settings from
-# the spec's probes.telemetry); these rules only summarise it. Probe records are keyed by
+# the spec's probes.telemetry); the per-run infrastructure summary (infra.json) is
+# written by rules/runs.smk's summarize_run beside summary.json. Probe records are keyed by
 # the run spec like the runs (results/probes/{suite}-{hash}/) and read their settings from
 # the spec's `probes` (docs/probes.md): an edited probe setting is a new spec and new
 # targets. They are measurements like run.json: protected, never re-run implicitly;
@@ -19,20 +20,6 @@ rule model_flops:
         "logs/probes/flops/{model}.log",
     shell:
         "bench probe model-flops --model-record {input.model:q} --output {output:q} > {log:q} 2>&1"
-
-
-rule run_infra:
-    input:
-        run=rules.run_benchmark.output[0],
-        spec=ancient(rules.run_spec.output[0]),
-        card=flops_card,
-    output:
-        "results/runs/{spec}/{backend}/{workload}/trial{trial}/infra.json",
-    log:
-        "logs/probes/runs/{spec}/{backend}/{workload}/trial{trial}.log",
-    shell:
-        "bench probe summarize-run {input.run:q} --spec {input.spec:q} --flops-card {input.card:q}"
-        " --output {output:q} > {log:q} 2>&1"
 
 
 rule allreduce_probe:

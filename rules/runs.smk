@@ -39,16 +39,24 @@ rule run_benchmark:
         " --run-json {output} >> {log} 2>&1"
 
 
+# One job per run writes both derived records: summary.json (rates, validity) and
+# infra.json (telemetry per phase, peak memory, MFU; `bench probe summarize-run`). Two
+# jobs per run made planning 1000 runs cost 1000 more DAG jobs (benchmarks/bench_report.py).
 rule summarize_run:
     input:
         run=rules.run_benchmark.output[0],
         spec=ancient(rules.run_spec.output[0]),
+        card=flops_card,
     output:
-        "results/runs/{spec}/{backend}/{workload}/trial{trial}/summary.json",
+        summary="results/runs/{spec}/{backend}/{workload}/trial{trial}/summary.json",
+        infra="results/runs/{spec}/{backend}/{workload}/trial{trial}/infra.json",
     log:
-        "logs/summaries/{spec}/{backend}/{workload}/trial{trial}.log",
+        summary="logs/summaries/{spec}/{backend}/{workload}/trial{trial}.log",
+        infra="logs/probes/runs/{spec}/{backend}/{workload}/trial{trial}.log",
     params:
         attempts=ATTEMPTS_INDEX,
     shell:
         "bench summarize-run {input.run:q} --spec {input.spec:q} --attempts-index {params.attempts:q}"
-        " --output {output:q} > {log:q} 2>&1"
+        " --output {output.summary:q} > {log.summary:q} 2>&1 && "
+        "bench probe summarize-run {input.run:q} --spec {input.spec:q} --flops-card {input.card:q}"
+        " --output {output.infra:q} > {log.infra:q} 2>&1"

@@ -55,7 +55,7 @@ def workload_scale(suite_settings: dict[str, Any], workload: str) -> float:
 
 
 def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> dict[str, Any]:
-    """The hashed settings of one suite of a validated config (see docs/run-spec.md)."""
+    """The hashed settings of one suite of a validated config, less its probes (build_spec adds them)."""
     suite = get_suite(config, suite_name)
     s = copy.deepcopy(suite.settings)
     contract = dict(s.pop("contract"))
@@ -78,15 +78,7 @@ def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> d
         "workload_distributions": workloads,
         # A backend's own settings live in a top-level config section named after it.
         "backend_settings": {b: copy.deepcopy(config[b]) for b in s["backends"] if isinstance(config.get(b), dict)},
-        # What the probes measure with (the telemetry sampler beside every run included).
-        "probes": _probe_halves(config, suite)[0],
     }
-
-
-def _probe_halves(config: dict[str, Any], suite: Suite) -> tuple[dict, dict]:
-    from .probes.settings import probe_settings, split_for_spec
-
-    return split_for_spec(probe_settings(config, suite.settings))
 
 
 def _model_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -105,22 +97,27 @@ def _model_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
     return model
 
 
-def _about(config: dict[str, Any], suite: Suite) -> dict[str, Any]:
+def _about(config: dict[str, Any], suite: Suite, probe_placement: dict[str, Any]) -> dict[str, Any]:
     return {
         "description": suite.get("description"),
         "workload_descriptions": {w: config["workloads"][w].get("description") for w in suite["workloads"]},
         "gpu_sets": list(suite.get("gpu_sets") or []),
-        "probes": _probe_halves(config, suite)[1],  # probe directories and time limits
+        "probes": probe_placement,  # probe directories and time limits
     }
 
 
 def build_spec(config: dict[str, Any], suite_name: str | None = None) -> dict[str, Any]:
     """The spec document of one suite: schema, id, hash, hashed settings, unhashed `about`."""
+    from .probes.settings import probe_settings, split_for_spec
+
     settings = resolve_settings(config, suite_name)
-    digest = settings_hash(settings)
     suite = get_suite(config, settings["suite"])
+    # What the probes measure with (the telemetry sampler beside every run included) is
+    # hashed; where they write and how long they may take is not.
+    settings["probes"], probe_placement = split_for_spec(probe_settings(config, suite.settings))
+    digest = settings_hash(settings)
     return {"schema": SPEC_SCHEMA, "id": f"{suite.name}-{digest}", "hash": digest,
-            "settings": settings, "about": _about(config, suite)}
+            "settings": settings, "about": _about(config, suite, probe_placement)}
 
 
 @dataclass(frozen=True)

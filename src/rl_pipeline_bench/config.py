@@ -10,11 +10,12 @@ a schema cannot express, so they refuse bad input identically.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
@@ -110,8 +111,12 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     return schema
 
 
+@functools.lru_cache(maxsize=None)
 def safe_name_regex(schema_path: Path | str = SCHEMA_PATH) -> str:
-    """The safe-name pattern of the schema (`$defs/name`), unanchored, for Snakemake wildcard constraints."""
+    """The safe-name pattern of the schema (`$defs/name`), unanchored, for Snakemake wildcard constraints.
+
+    Read once per process: the workflow and every summary's identity check ask for it.
+    """
     pattern = yaml.safe_load(Path(schema_path).read_text())["$defs"]["name"]["pattern"]
     return pattern.removeprefix("^").removesuffix("$")
 
@@ -179,9 +184,11 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
 
 def _probe_problems(config: dict[str, Any]) -> list[str]:
     """Probe settings a schema cannot check: message-size order, ranks a suite's GPUs can hold."""
+    from .probes.settings import merged_probe_settings
+
     problems = []
     for name, suite in config["suites"].items():
-        ar = {**config["probes"]["allreduce"], **((suite.get("probes") or {}).get("allreduce") or {})}
+        ar = merged_probe_settings(config, suite)["allreduce"]
         where = f"suites/{name}/probes/allreduce" if "allreduce" in (suite.get("probes") or {}) else "probes/allreduce"
         if ar["min_bytes"] > ar["max_bytes"]:
             problems.append(f"config key '{where}': min_bytes {ar['min_bytes']} exceeds max_bytes {ar['max_bytes']}")

@@ -179,15 +179,14 @@ def atomic_write(path: Path | str, write: Callable[[Any], None], mode: int | Non
         _fsync_dir(path.parent)
 
 
-def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None) -> None:
-    atomic_write(path, lambda fh: fh.write(data), mode)
+def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None, *, replace: bool = True) -> None:
+    atomic_write(path, lambda fh: fh.write(data), mode, replace=replace)
 
 
 def atomic_write_json(path: Path | str, obj: Any, mode: int | None = None, *, replace: bool = True) -> None:
     """Atomic JSON (indent 2, strict: NaN/Infinity are refused rather than written)."""
     text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    data = text.encode("utf-8")
-    atomic_write(path, lambda fh: fh.write(data), mode, replace=replace)
+    atomic_write_bytes(path, text.encode("utf-8"), mode, replace=replace)
 
 
 def atomic_write_table(path: Path | str, table: pa.Table, *, sync_dir: bool = True) -> None:

@@ -147,7 +147,7 @@ runs = [r["target"].rsplit("/", 1)[0] for r in p["runs"]]
 print(" ".join(["--spec", f"results/specs/{sid}.json", "--summaries", *[f"{d}/summary.json" for d in runs],
                 "--plans", *[f"results/workloads/{sid}/{w}.parquet" for w in p["spec"]["settings"]["workloads"]],
                 "--run-infra", *[f"{d}/infra.json" for d in runs],
-                "--probes", *[f"results/probes/{sid}/{x}.json" for x in ("allreduce", "storage", "checkpoint")]]))
+                "--probes", *p["probes"]]))
 PY
   # shellcheck disable=SC2046
   bench report $(cat "$WORK/report_args") "$OUT/gemm.json" --evidence-root results/evidence \
@@ -182,7 +182,7 @@ pack() {
   if [ -n "$run_json" ] && [ -f "$run_json" ]; then
     ev+=("$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['evidence_dir'])" "$run_json")")
   fi
-  cp -f "$WORK/override.yaml" "$WORK/config.yaml" results/ 2>/dev/null || true
+  cp -f "$WORK/override.yaml" results/ 2>/dev/null || true
   tar czf "$OUT/results.tar.gz" --ignore-failed-read results/specs results/probes results/runs results/attempts.jsonl \
     results/override.yaml "${ev[@]}" reports reports-gemm logs -C "$WORK" overhead 2>/dev/null || true
   ls -la "$OUT"

@@ -149,9 +149,10 @@ def _digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_workflow_paper_target_from_retained_evidence(smoke_workdir):
+def test_workflow_paper_target_from_retained_evidence(smoke_workdir, tmp_path):
     """`snakemake reports/paper` schedules only the paper rules, leaves evidence and the attempts
-    index untouched, and rebuilds byte for byte after `rm -rf reports/paper*`."""
+    index untouched, lays out every page (the smoke run's real Infrastructure tables included)
+    and rebuilds byte for byte after `rm -rf reports/paper*`."""
     _need_latexmk()
     evidence = _digest(smoke_workdir / "results" / "evidence")
     index = (smoke_workdir / "results" / "attempts.jsonl").read_bytes()
@@ -163,6 +164,10 @@ def test_workflow_paper_target_from_retained_evidence(smoke_workdir):
     assert proc.returncode == 0
     first = _tree(smoke_workdir / "reports" / "paper")
     assert first["paper.pdf"].startswith(b"%PDF-")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    paper_dir = smoke_workdir / "reports" / "paper"
+    assert _page_problems(paper_dir / "paper.pdf", (paper_dir / "paper.tex").read_text(), pages) == []
     assert {"tables/headline.tex", "tables/trainer.tex", "tables/validation.tex", "figures/timelines.pdf",
             "figures/offered_multi_turn.pdf"} <= set(first)
     shutil.rmtree(smoke_workdir / "reports" / "paper")
@@ -171,3 +176,112 @@ def test_workflow_paper_target_from_retained_evidence(smoke_workdir):
     assert _tree(smoke_workdir / "reports" / "paper") == first
     assert _digest(smoke_workdir / "results" / "evidence") == evidence
     assert (smoke_workdir / "results" / "attempts.jsonl").read_bytes() == index
+
+
+# --------------------------------------------------------------------------- the compiled pages
+
+def _text_block(paper_tex: str) -> tuple[float, float, float]:
+    """(left, right, bottom) edge of the text block in PDF points, from paper.tex's own page
+    geometry and the article class's 10pt head (headheight 12pt + headsep 25pt)."""
+    import re
+
+    def inches(name: str) -> float:
+        return float(re.search(rf"\\setlength{{\\{name}}}{{(-?[\d.]+)in}}", paper_tex).group(1))
+
+    left = 72 * (1 + inches("oddsidemargin"))
+    top = 72 * (1 + inches("topmargin")) + 12 + 25
+    return left, left + 72 * inches("textwidth"), top + 72 * inches("textheight")
+
+
+def _page_problems(pdf: Path, paper_tex: str, tmp: Path) -> list[str]:
+    """What is wrong on the rendered pages: ink left or right of or below the text block, a table captioned
+    for one section printed under another (or under none)."""
+    import re
+
+    import numpy as np
+    from PIL import Image
+
+    for tool in ("pdftoppm", "pdftotext"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: `sudo bash .ci/setup_tex.sh` (poppler-utils)")
+    left, right, bottom = _text_block(paper_tex)
+    problems = []
+    # Every page as a 72 dpi greyscale image: one pixel per PDF point.
+    subprocess.run(["pdftoppm", "-r", "72", "-gray", "-png", str(pdf), str(tmp / "page")], check=True)
+    pages = sorted(tmp.glob("page-*.png"))
+    assert pages, "pdftoppm rendered no page"
+    for png in pages:
+        ink = np.asarray(Image.open(png).convert("L")) < 160
+        cols = np.flatnonzero(ink.any(axis=0))
+        if len(cols) and (cols.max() > right + 2 or cols.min() < left - 2):
+            problems.append(f"{png.name}: ink from x={cols.min()} to x={cols.max()} pt, text block {left:g}-{right:g} pt")
+        # Between the text block and the page number (footskip 30pt, digits about 7pt high): a page
+        # whose content ran past the bottom (a table taller than the page).
+        if ink[int(bottom) + 3:int(bottom) + 20].any():
+            problems.append(f"{png.name}: ink below the text block's bottom at {bottom:g} pt")
+    # Reading order: each "Table N: Section: ..." caption lies under that section's heading.
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    sections = re.findall(r"\\section\{([^}]*)\}", paper_tex)
+    heading = None
+    for line in text.splitlines():
+        if line.strip() in sections:
+            heading = line.strip()
+        c = re.match(r"Table \d+: (Infrastructure|Evaluation):", line.strip())
+        if c and heading != c.group(1):
+            problems.append(f"{line.strip()[:60]!r} is printed under section {heading!r}")
+    return problems
+
+
+def _pdf_text(pdf: Path) -> str:
+    return subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def infra_paper(paper, tmp_path_factory):
+    """The fixture paper with an Infrastructure section: a real storage probe (fio or Python, 4 MiB)
+    and TEST FIXTURE all-reduce records (test_report_infra), two of them labelled with text that
+    starts with `[` the way a user may label a probe."""
+    from test_report_infra import _allreduce_fixture
+
+    from rl_pipeline_bench.evidence import atomic_write_json
+    from rl_pipeline_bench.probes.storage import run_storage_probe
+
+    ws = tmp_path_factory.mktemp("infra_paper")
+    probes = ws / "probes"
+    probes.mkdir()
+    atomic_write_json(probes / "storage.json", run_storage_probe(ws / "scratch", 4 << 20, label="smoke",
+                                                                log=lambda m: None))
+    for name, rec in {"baseline": _allreduce_fixture("[baseline] smoke", "gloo", 2, [], 0.5),
+                      "pt": _allreduce_fixture("[3pt]", "gloo", 2, [], 0.5),
+                      "h200x8": _allreduce_fixture("h200x8", "nccl", 8, ["NVIDIA H200"] * 8, 0.005)}.items():
+        atomic_write_json(probes / f"allreduce_{name}.json", rec)
+    src = ws / "sources"
+    render_paper_sources(out_dir=src, **paper.inputs, run_infra_paths=[], probe_paths=sorted(probes.glob("*.json")))
+    return SimpleNamespace(src=src, ws=ws)
+
+
+def test_pages_keep_tables_inside_the_text_block_and_under_their_section(infra_paper, tmp_path):
+    """Every page rendered to an image: nothing outside the text block, no type below 6 pt, each
+    Infrastructure table under the Infrastructure heading; `[...]` cells print, `<`/`>` are
+    themselves (T1), units as in the HTML report."""
+    _need_latexmk()
+    pdf = compile_paper(infra_paper.src, tmp_path / "paper")
+    tex = (infra_paper.src / "paper.tex").read_text()
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    assert _page_problems(pdf, tex, pages) == []
+    text = _pdf_text(pdf)
+    assert "[baseline] smoke" in text and "[3pt]" in text
+    assert "> 500 MB/s" in text and "< 60" in text  # the storage target and the checkpoint targets' rows
+    assert "¡" not in text and "¿" not in text
+    assert "busbw GB/s" in text and "gbps" not in text and "mb per s" not in text
+    assert "Every column: reports/tables/infra_storage.csv." in text
+    assert "8x NVIDIA H200" in " ".join(text.split())
+
+
+def test_fixture_paper_pages_are_laid_out(paper, tmp_path):
+    _need_latexmk()
+    pdf = compile_paper(paper.src, tmp_path / "paper")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    assert _page_problems(pdf, (paper.src / "paper.tex").read_text(), pages) == []

@@ -149,13 +149,20 @@ def _expectation_verdict(probe: dict, exp: dict) -> tuple[str, bool | None, floa
     if probe["world_size"] < 2:
         return "not applicable: world size 1 (bus bandwidth needs at least 2 GPUs)", None, None
     if not re.search(exp["gpu_match"], names):
-        return f"not applicable: probe GPUs are {names or 'unknown'}", None, None
+        return f"not applicable: probe GPUs are {_counted(probe.get('device_names')) or 'unknown'}", None, None
     if exp["scope"] == "inter-node":
         return "not measured: this probe's ranks all run on one host", None, None
     if exp.get("link_peak_gbps"):
         return f"{100 * busbw / exp['link_peak_gbps']:.1f} % of the link peak", None, busbw
     met = busbw >= exp["expected_min_gbps"]  # above the range's top is better than expected, still met
     return ("met" if met else "not met"), met, busbw
+
+
+def _counted(names) -> str:
+    """'8x NVIDIA H200' for eight equal names (a verdict names the kind of GPU, not each one)."""
+    from collections import Counter
+
+    return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in Counter(names or []).items())
 
 
 def _expected_text(exp: dict) -> str:

@@ -266,9 +266,14 @@ def build_section(run_infra_paths, probe_paths, tables_dir: Path, figures_dir: P
                                                   "torch_version", "device_names", "env", "busbw_note",
                                                   "warmup_iters", "iters", "min_bytes", "max_bytes")}
                          | {"largest": p["largest"]})
+    efficiency = _records(tabs["infra_trainer_efficiency"])
+    notes = {e["notes"] for e in efficiency if e.get("status") == "estimated"}
+    shared_note = notes.pop() if len(notes) == 1 else None  # the same caveats for every run: said once
     return {
         "telemetry": _records(tabs["infra_telemetry"]),
-        "efficiency": _records(tabs["infra_trainer_efficiency"]),
+        "efficiency": efficiency,
+        "efficiency_note": shared_note or None,
+        "efficiency_row_notes": len(notes) > 0,
         "allreduce": allreduce,
         "expectations": _records(tabs["infra_allreduce_expectations"]),
         "storage": _records(tabs["infra_storage"]),

@@ -150,26 +150,15 @@ def two_trial_report(tmp_path_factory):
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from evidence_fixtures import build_evidence
-    from test_report import BACKENDS, UPDATES, WORKLOADS as FIXTURE_WORKLOADS, _manifest, _plans, _spec
+    from test_report import BACKENDS, _plans, _spec, trial_summaries
 
     from rl_pipeline_bench.attempts import seed_index
-    from rl_pipeline_bench.contract import summarize_to_file
     from rl_pipeline_bench.report import render_report
 
     ws = tmp_path_factory.mktemp("two_trials")
     suite, ev = "fixture2", ws / "results" / "evidence"
     spec = _spec(suite, BACKENDS)
-    summaries = []
-    for w in FIXTURE_WORKLOADS:
-        for b, step in (("art", 3.0), ("skyrl", 2.0)):
-            for t in (1, 2):
-                path = build_evidence(ev, completed_at=[step * u * (1 + 0.08 * t) for u in UPDATES],
-                                      manifest={**_manifest(spec, b, w), "trial": t},
-                                      run_id=f"20260101T00000{t}Z-{suite}-{b}-{w}-trial{t}")
-                out = ws / "results" / "runs" / spec.id / b / w / f"trial{t}" / "summary.json"
-                summarize_to_file(path, out)
-                summaries.append(out)
+    summaries = trial_summaries(ws, spec, (1, 2), 0.08)
     index = ws / "results" / "attempts.jsonl"
     seed_index(ev, index)
     reports = ws / "reports"

@@ -20,12 +20,11 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from evidence_fixtures import build_evidence, default_calls  # noqa: E402
-from test_report import BACKENDS, UPDATES, WORKLOADS, _manifest, _plans, _spec  # noqa: E402
+from evidence_fixtures import default_calls  # noqa: E402
+from test_report import BACKENDS, UPDATES, _plans, _spec, trial_summaries  # noqa: E402
 from workflow_copy import scheduled_jobs, snakemake  # noqa: E402
 
 from rl_pipeline_bench.attempts import seed_index  # noqa: E402
-from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report.build import collect_report, fmt_num  # noqa: E402
 from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources  # noqa: E402
 from rl_pipeline_bench.spec import write_spec  # noqa: E402
@@ -46,21 +45,15 @@ def paper(tmp_path_factory):
     suite = "fixture2"
     spec = _spec(suite, BACKENDS)
     ev = ws / "results" / "evidence"
-    summaries = []
-    for w in WORKLOADS:
-        for b, step in (("art", 3.0), ("skyrl", 2.0)):
-            for t in TRIALS:
-                completed = [step * u * (1 + 0.01 * t) for u in UPDATES]
-                kw = {}
-                if (b, w, t) == ("skyrl", "long_generation", 3):
-                    calls = default_calls(UPDATES, completed, [u % 4 + 1 for u in UPDATES], 4)
-                    calls[5]["completion_tokens"] += 3
-                    kw["calls"] = calls
-                path = build_evidence(ev, completed_at=completed, manifest={**_manifest(spec, b, w), "trial": t},
-                                      run_id=f"20260101T00000{t}Z-{suite}-{b}-{w}-trial{t}", **kw)
-                out = ws / "results" / "runs" / spec.id / b / w / f"trial{t}" / "summary.json"
-                summarize_to_file(path, out)
-                summaries.append(out)
+
+    def calls_for(b, w, t, completed):
+        if (b, w, t) != ("skyrl", "long_generation", 3):
+            return None
+        calls = default_calls(UPDATES, completed, [u % 4 + 1 for u in UPDATES], 4)
+        calls[5]["completion_tokens"] += 3
+        return calls
+
+    summaries = trial_summaries(ws, spec, TRIALS, 0.01, calls_for)
     index = ws / "results" / "attempts.jsonl"
     seed_index(ev, index)
     inputs = dict(summary_paths=summaries, plan_paths=_plans(ws, spec), evidence_root=ev, suite_name=suite,

@@ -161,6 +161,8 @@ def test_workflow_paper_target_from_retained_evidence(smoke_workdir, tmp_path):
     pages.mkdir()
     paper_dir = smoke_workdir / "reports" / "paper"
     assert _page_problems(paper_dir / "paper.pdf", (paper_dir / "paper.tex").read_text(), pages) == []
+    text = _pdf_text(paper_dir / "paper.pdf")
+    assert "< 60 s" in text and "> 500 MB/s" in text and "¡" not in text and "¿" not in text
     assert {"tables/headline.tex", "tables/trainer.tex", "tables/validation.tex", "figures/timelines.pdf",
             "figures/offered_multi_turn.pdf"} <= set(first)
     shutil.rmtree(smoke_workdir / "reports" / "paper")

@@ -27,7 +27,8 @@ if importlib.util.find_spec("mlflow") is None:  # CI installs the extra: there a
     pytest.skip("MLflow is the `mlflow` extra (`uv sync --extra mlflow`); .ci/run installs it", allow_module_level=True)
 
 from rl_pipeline_bench.cli import main  # noqa: E402
-from rl_pipeline_bench.config import ConfigError, load_config  # noqa: E402
+from rl_pipeline_bench.config import load_config  # noqa: E402
+from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
 from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
 from rl_pipeline_bench.eval.summary import summarize_runs  # noqa: E402

@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import ConfigError, check_member
+from .configfile import ConfigError, check_member
 from .evidence import atomic_write_table
 
 #: Sentinel used for `trajectory` and `call` in `call_seed` for values shared by a whole group.

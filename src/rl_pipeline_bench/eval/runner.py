@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from ..evidence import atomic_write_json, private_log_handler, utc_now_iso
 from ..hostinfo import host_info
 from ..redaction import redact_text

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from ..evidence import atomic_write_json
 from . import spec as eval_spec
 from .aggregate import summarize

@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
-    from ..config import ConfigError, get_suite, load_config
+    from ..config import load_config
+    from ..configfile import ConfigError, get_suite
     from ..topology import preflight as topology_preflight
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))

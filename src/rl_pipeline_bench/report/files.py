@@ -6,6 +6,7 @@ be shared, so the final file gets the permissions the process umask allows.
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
@@ -21,3 +22,8 @@ def _umask() -> int:
 def write_output(path: Path | str, data: bytes) -> None:
     atomic_write_bytes(path, data)
     os.chmod(path, 0o666 & ~_umask())
+
+
+def data_uri(png: bytes) -> str:
+    """A PNG as a data: URI, so the report is one self-contained file."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

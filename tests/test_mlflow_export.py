@@ -108,7 +108,7 @@ def _eval_summary(tmp: Path) -> Path:
 def _benchmark_summary(tmp: Path) -> Path:
     from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
 
-    from rl_pipeline_bench.contract import summarize_to_file
+    from rl_pipeline_bench.contract.summary import summarize_to_file
     from rl_pipeline_bench.spec import build_spec
 
     spec = build_spec(load_config(), "smoke")  # the run's spec, as `bench run` records it in the manifest

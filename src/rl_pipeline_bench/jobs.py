@@ -52,7 +52,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
     verdict is appended to the attempts index (default: beside the evidence root).
     """
     from . import attempts
-    from .contract import summarize_to_file
+    from .contract.summary import summarize_to_file
 
     run_json = Path(run_json)
     with job_log(log_path):

@@ -24,7 +24,8 @@ from rl_pipeline_bench.contract.summary import CONTRACT_RULES, summarize, summar
 
 #: The contract's codes plus the registered backends' own (ART's autotuner check).
 REASON_CODES = all_reason_codes()
-from rl_pipeline_bench.evidence import CALLS, INTERVALS, MANIFEST, UPDATES, atomic_write_table
+from rl_pipeline_bench.atomicfile import atomic_write_table
+from rl_pipeline_bench.evidence import CALLS, INTERVALS, MANIFEST, UPDATES
 
 ROOT = Path(__file__).resolve().parents[1]
 

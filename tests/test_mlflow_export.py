@@ -32,7 +32,7 @@ from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
 from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
 from rl_pipeline_bench.eval.summary import summarize_runs  # noqa: E402
-from rl_pipeline_bench.evidence import atomic_write_json  # noqa: E402
+from rl_pipeline_bench.atomicfile import atomic_write_json  # noqa: E402
 
 
 def _free_port() -> int:

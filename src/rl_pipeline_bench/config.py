@@ -10,7 +10,6 @@ a schema cannot express, so they refuse bad input identically.
 from __future__ import annotations
 
 import copy
-import functools
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -77,16 +76,6 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
             schema["properties"][backend.name] = copy.deepcopy(dict(backend.config_schema))
             schema["required"].append(backend.name)
     return schema
-
-
-@functools.lru_cache(maxsize=None)
-def safe_name_regex(schema_path: Path | str = SCHEMA_PATH) -> str:
-    """The safe-name pattern of the schema (`$defs/name`), unanchored, for Snakemake wildcard constraints.
-
-    Read once per process: the workflow and every summary's identity check ask for it.
-    """
-    pattern = yaml.safe_load(Path(schema_path).read_text())["$defs"]["name"]["pattern"]
-    return pattern.removeprefix("^").removesuffix("$")
 
 
 def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:

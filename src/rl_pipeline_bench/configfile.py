@@ -8,12 +8,15 @@ which sits above the backends (it asks them for their schema pieces).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .paths import SCHEMA_PATH
 
 
 #: Snakemake's own wording (snakemake.common.configfile), so `bench` and `snakemake` name a bad file alike.
@@ -47,6 +50,16 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: {NOT_A_MAPPING} (it holds {'nothing' if data is None else 'a ' + type(data).__name__})")
     return data
+
+
+@functools.lru_cache(maxsize=None)
+def safe_name_regex(schema_path: Path | str = SCHEMA_PATH) -> str:
+    """The safe-name pattern of the schema (`$defs/name`), unanchored, for Snakemake wildcard constraints.
+
+    Read once per process: the workflow and every summary's identity check ask for it.
+    """
+    pattern = yaml.safe_load(Path(schema_path).read_text())["$defs"]["name"]["pattern"]
+    return pattern.removeprefix("^").removesuffix("$")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ from . import attempts, image_runs
 from . import workloads as wl
 from . import backends
 from .configfile import ConfigError, Suite, check_member, get_suite
-from .evidence import EvidenceWriter, atomic_write_json, new_run_id
+from .atomicfile import atomic_write_json
+from .evidence import EvidenceWriter
+from .timestamps import new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .probes.telemetry import beside_run

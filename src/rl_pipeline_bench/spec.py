@@ -247,7 +247,7 @@ def load_spec(path: Path | str) -> RunSpec:
 
 def write_spec(doc: dict[str, Any], path: Path | str) -> RunSpec:
     """Check and write a spec document atomically."""
-    from .evidence import atomic_write_json
+    from .atomicfile import atomic_write_json
 
     path = Path(path)
     spec = check_spec(doc, where=f"spec for {path}")

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .configfile import ConfigError, check_member
-from .evidence import atomic_write_table
+from .atomicfile import atomic_write_table
 
 #: Sentinel used for `trajectory` and `call` in `call_seed` for values shared by a whole group.
 GROUP_SHARED = -1

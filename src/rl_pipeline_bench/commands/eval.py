@@ -72,7 +72,7 @@ def _spec_from_config(suite: str, settings_json: str | None, seed: int | None) -
 
 def cmd_spec(args: argparse.Namespace) -> int:
     from ..configfile import ConfigError
-    from ..evidence import atomic_write_json
+    from ..atomicfile import atomic_write_json
 
     spec = _spec_from_config(args.suite, args.settings_json, args.seed)
     if args.expect_hash and args.expect_hash != spec["hash"]:

@@ -16,7 +16,7 @@ from ..paths import ROOT
 
 
 def _emit(record: dict, output: str | None) -> None:
-    from ..provenance import write_json_atomic
+    from ..atomicfile import write_json_atomic
 
     if output:
         write_json_atomic(record, output)

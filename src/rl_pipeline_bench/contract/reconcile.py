@@ -234,7 +234,7 @@ def check_intervals(updates: pd.DataFrame, intervals: pd.DataFrame, reasons: lis
 
 
 def _safe_name() -> re.Pattern:
-    from ..config import safe_name_regex
+    from ..configfile import safe_name_regex
 
     return re.compile(f"^(?:{safe_name_regex()})$")
 

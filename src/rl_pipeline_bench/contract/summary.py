@@ -19,7 +19,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..evidence import Evidence, atomic_write_json, read_evidence
+from ..atomicfile import atomic_write_json
+from ..evidence import Evidence, read_evidence
 from . import reconcile
 from .intervals import interval_union_length
 from .settings import ContractSettings

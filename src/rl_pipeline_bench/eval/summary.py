@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..configfile import ConfigError
-from ..evidence import atomic_write_json
+from ..atomicfile import atomic_write_json
 from . import spec as eval_spec
 from .aggregate import summarize
 from .episodes import read_episodes, read_manifest

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..evidence import CALLS, INTERVALS, atomic_write_json, read_evidence
+from ..atomicfile import atomic_write_json
+from ..evidence import CALLS, INTERVALS, read_evidence
 from . import phases
 from .efficiency import trainer_efficiency
 from .telemetry import read_telemetry

@@ -1,6 +1,6 @@
 """Atomic writes for report outputs, readable like any file the user creates.
 
-evidence.atomic_write_bytes makes a private (0600) temp file; a report is meant to
+atomicfile.atomic_write_bytes makes a private (0600) temp file; a report is meant to
 be shared, so the final file gets the permissions the process umask allows.
 """
 
@@ -10,7 +10,7 @@ import base64
 import os
 from pathlib import Path
 
-from ..evidence import atomic_write_bytes
+from ..atomicfile import atomic_write_bytes
 
 
 def _umask() -> int:

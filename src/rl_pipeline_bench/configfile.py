@@ -1,8 +1,8 @@
 """Reading a config file and naming bad settings: the layer below the backend registry.
 
 What every module that reads settings needs without the schema: `ConfigError`, the
-file reader (Snakemake's JSON-then-YAML order), a suite's settings and the refusal of an
-unknown name. Validation against the registry-completed schema is `rl_pipeline_bench.config`,
+file reader (Snakemake's JSON-then-YAML order), the schema's safe-name pattern, a suite's
+settings and the refusal of an unknown name. Validation against the registry-completed schema is `rl_pipeline_bench.config`,
 which sits above the backends (it asks them for their schema pieces).
 """
 

@@ -126,6 +126,7 @@ HOW: dict[str, tuple[str, str]] = {
     "python: MlflowClient query": ("run", "after `bench mlflow export` in the same copy"),
     "CI=true bash .ci/run": ("skip", "CI itself: installs system packages as root and runs this suite"),
     "uv run snakemake --lint": ("elsewhere", "test_lint_finds_only_the_documented_kind below"),
+    "uv run lint-imports": ("run", ""),
     "uv sync --frozen --compile-bytecode --extra eval --extra mlflow": ("skip", "the environment these tests run in"),
     "bash .ci/run": ("skip", "CI itself"),
     # docs/

@@ -10,6 +10,8 @@ from pathlib import Path as _CtrPath
 
 
 rule image_build:
+    message:
+        "build the {wildcards.backend} image"
     input:
         recipe="results/provenance/recipes/{backend}.json",
         source="results/provenance/source.json",

@@ -9,6 +9,8 @@ import json as _spec_json
 
 
 rule run_spec:
+    message:
+        "run spec {wildcards.spec}"
     output:
         "results/specs/{spec}.json",
     log:

@@ -4,6 +4,8 @@
 
 
 rule mlflow_export:
+    message:
+        "export to MLflow ({wildcards.suite})"
     input:
         summaries=spec_summaries(SPEC_ID),
         evals=eval_summaries(config.get("eval_suite")),

@@ -5,6 +5,8 @@
 
 
 rule workload_plan:
+    message:
+        "plan {wildcards.workload} ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:

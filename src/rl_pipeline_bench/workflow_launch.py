@@ -1,0 +1,83 @@
+"""The original launcher's `bench run` forms, answered by the workflow itself.
+
+Users of rl-systems-bench type `bench run --suite comparison --gpus 0,1,2,3` (the
+whole suite, serially, stopping on the first failure) and `bench run --backend art
+--workload multi_turn --gpus 0,1,2,3` (one run on that GPU set). Both become one
+Snakemake call on the same targets a user would ask for (the report; one run's
+summary), so they plan, preflight, lease and record exactly as the workflow does: the
+GPU set becomes the suite's `gpu_sets` (not hashed: the spec id stays the same) and the
+lease the run rule takes is `bench lease run --gpus SET`. The default profile keeps
+runs serial (one `bench_slot`) and Snakemake stops at the first failed job.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .config import ConfigError, check_member
+from .paths import CONFIG_PATH, ROOT
+
+#: What the whole suite is asked for (rules/report.smk): every run, summary, probe and the report.
+SUITE_TARGET = "reports/comparison.html"
+
+
+def gpu_override(suite_name: str, suite_gpus: int, gpus: str) -> list[str]:
+    """Snakemake arguments that put every GPU job of the suite on the GPU set `gpus`."""
+    devices = [d.strip() for d in gpus.split(",") if d.strip()]
+    if suite_gpus == 0:
+        raise ConfigError(f"suite {suite_name} runs on CPU (gpus: 0): drop --gpus")
+    if len(devices) != suite_gpus or len(set(devices)) != len(devices):
+        raise ConfigError(f"--gpus {gpus} names {len(set(devices))} distinct device(s); "
+                          f"suite {suite_name} runs on {suite_gpus}")
+    gpu_set = ",".join(devices)
+    return ["--config", f'suites={{{suite_name}: {{gpu_sets: ["{gpu_set}"]}}}}', "--resources", f"gpu={suite_gpus}"]
+
+
+def snakemake_argv(targets: list[str], spec, args) -> list[str]:
+    """The Snakemake command for `targets` under the same config, overrides and GPU set as `args`."""
+    argv = [sys.executable, "-m", "snakemake", "--cores", "1", *targets]
+    for f in args.configfile:
+        argv += ["--configfile", str(f)]
+    argv += ["--config", f"suite={spec.suite_name}", *args.set]
+    if args.gpus:
+        argv += gpu_override(spec.suite_name, int(spec.settings["gpus"]), args.gpus)
+    if args.dry_run:
+        argv += ["--dry-run", "--printshellcmds"]
+    return argv
+
+
+def _refuse_outside_workflow(args) -> None:
+    if args.spec is not None:
+        raise ConfigError("run: --spec is for a single run inside the workflow; "
+                          "drop it (the workflow resolves the spec from the config)")
+    if Path(args.config).resolve() != CONFIG_PATH.resolve():
+        raise ConfigError(f"run: the workflow reads {CONFIG_PATH.name}; give {args.config} as --configfile "
+                          "instead of --config")
+
+
+def run_through_workflow(args, spec) -> int:
+    """`bench run --suite S [--gpus SET]` or `bench run --backend B --workload W --gpus SET`."""
+    _refuse_outside_workflow(args)
+    s = spec.settings
+    if args.backend is not None:
+        check_member("backend", args.backend, list(s["backends"]))
+        check_member("workload", args.workload, list(s["workloads"]))
+        if not 1 <= args.trial <= s["trials"]:
+            raise ConfigError(f"trial {args.trial} is outside 1..{s['trials']} for suite {spec.suite_name}")
+    if args.backend is None:
+        targets = [SUITE_TARGET]
+    else:
+        run_dir = f"results/runs/{spec.id}/{args.backend}/{args.workload}/trial{args.trial}"
+        if os.path.lexists(ROOT / run_dir / "run.json"):
+            raise ConfigError(f"{run_dir}/run.json exists (an earlier run); to run it again, delete it first "
+                              "(README: Re-running a benchmark)")
+        targets = [f"{run_dir}/run.json", f"{run_dir}/summary.json"]
+    argv = snakemake_argv(targets, spec, args)
+    # Shell rules call `bench`, which sits beside this interpreter.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    print(f"bench: {shlex.join(['snakemake', *argv[3:]])}", file=sys.stderr, flush=True)
+    return subprocess.run(argv, cwd=ROOT, env=env).returncode

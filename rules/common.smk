@@ -44,10 +44,18 @@ wildcard_constraints:
 
 
 def attempts_index_input(wildcards):
-    """The index as a report input once it exists: a new attempt then makes the report out of date."""
+    """The index as a report input: a new attempt makes the report out of date.
+
+    An empty index is made here when there is none yet (an empty index reads as no
+    attempts), so the report's input list is the same before and after the first run;
+    a list that grew by the index made the next invocation re-render the report.
+    """
     import os
 
-    return [ATTEMPTS_INDEX] if os.path.exists(ATTEMPTS_INDEX) else []
+    os.makedirs(os.path.dirname(ATTEMPTS_INDEX), exist_ok=True)
+    with open(ATTEMPTS_INDEX, "a", encoding="utf-8"):
+        pass
+    return [ATTEMPTS_INDEX]
 
 
 def _check_topology(suite):

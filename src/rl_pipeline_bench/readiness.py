@@ -3,7 +3,8 @@
 A full-scale suite on a machine that cannot run it should not start a 35B-parameter
 download first and fail hours later. Before the model identity job would fetch a Hub
 snapshot (rules/model.smk, checked at DAG time in rules/common.smk) these checks run,
-all of them, and their findings become one error listing everything that is missing:
+all of them, and their findings become one error listing everything that is missing
+(one line each):
 
 - GPUs: the suite's `gpus` NVIDIA devices through NVML (or, under the SLURM executor,
   a node whose GPU gres has that many, through `sinfo`), and every GPU of its `gpu_sets`;
@@ -68,7 +69,7 @@ def _slurm_gpu_problems(needed: int) -> list[str]:
         return [f"no SLURM: `sinfo` failed ({(proc.stderr or proc.stdout).strip()})"]
     per_node = [int(n) for line in proc.stdout.split() for n in _GRES_GPUS.findall(line)]
     if max(per_node, default=0) < needed:
-        return [f"no SLURM node with {needed} GPUs: sinfo lists GPU gres {sorted(set(per_node)) or 'none'}"]
+        return [f"no SLURM node with {needed} GPUs: the most GPU gres a node has (sinfo) is {max(per_node, default=0)}"]
     return []
 
 
@@ -98,8 +99,8 @@ def snapshot_problems(repo_id: str, revision: str, hf_home: Path | str) -> list[
         info = HfApi().model_info(repo_id, revision=revision, files_metadata=True, timeout=NETWORK_TIMEOUT_S)
     except Exception as exc:  # any failure to get the file list is "not reachable", named
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return [f"no Hub: cannot reach the Hugging Face Hub for {repo_id}@{revision} ({first}); "
-                "or pass --config hf_cache=PATH naming an HF_HOME that holds it"]
+        return [f"no Hub: cannot reach the Hugging Face Hub for {repo_id}@{revision} ({first}): give this machine "
+                "network access to it, or pass --config hf_cache=PATH naming an HF_HOME that holds the pinned revision"]
     needed = sum(s.size or 0 for s in info.siblings or [])
     existing = next(p for p in [hub, *hub.parents] if p.exists())
     free = shutil.disk_usage(existing).free
@@ -114,5 +115,5 @@ def check_before_download(suite_name: str, suite: Mapping[str, Any], model: Mapp
     problems = gpu_problems(suite, executor) + engine_problems(suite)
     problems += snapshot_problems(model["repo_id"], model["revision"], hf_home)
     if problems:
-        raise NotReady(f"suite {suite_name} cannot run on this machine, so {model['repo_id']} was not downloaded: "
-                       + "; ".join(problems))
+        raise NotReady(f"suite {suite_name} cannot run on this machine, so {model['repo_id']} was not downloaded:\n"
+                       + "\n".join(f"  - {p}" for p in problems))

@@ -25,8 +25,8 @@ from .paths import CONFIG_PATH, ROOT
 SUITE_TARGET = "reports/comparison.html"
 
 
-def gpu_override(suite_name: str, suite_gpus: int, gpus: str) -> list[str]:
-    """Snakemake arguments that put every GPU job of the suite on the GPU set `gpus`."""
+def gpu_settings(suite_name: str, suite_gpus: int, gpus: str) -> tuple[str, list[str]]:
+    """The `--config` item and `--resources` that put every GPU job of the suite on the GPU set `gpus`."""
     devices = [d.strip() for d in gpus.split(",") if d.strip()]
     if suite_gpus == 0:
         raise ConfigError(f"suite {suite_name} runs on CPU (gpus: 0): drop --gpus")
@@ -34,7 +34,7 @@ def gpu_override(suite_name: str, suite_gpus: int, gpus: str) -> list[str]:
         raise ConfigError(f"--gpus {gpus} names {len(set(devices))} distinct device(s); "
                           f"suite {suite_name} runs on {suite_gpus}")
     gpu_set = ",".join(devices)
-    return ["--config", f'suites={{{suite_name}: {{gpu_sets: ["{gpu_set}"]}}}}', "--resources", f"gpu={suite_gpus}"]
+    return f'suites={{{suite_name}: {{gpu_sets: ["{gpu_set}"]}}}}', ["--resources", f"gpu={suite_gpus}"]
 
 
 def snakemake_argv(targets: list[str], spec, args) -> list[str]:
@@ -42,9 +42,12 @@ def snakemake_argv(targets: list[str], spec, args) -> list[str]:
     argv = [sys.executable, "-m", "snakemake", "--cores", "1", *targets]
     for f in args.configfile:
         argv += ["--configfile", str(f)]
-    argv += ["--config", f"suite={spec.suite_name}", *args.set]
+    config = [f"suite={spec.suite_name}", *args.set]  # one --config: Snakemake keeps only the last one given
+    resources: list[str] = []
     if args.gpus:
-        argv += gpu_override(spec.suite_name, int(spec.settings["gpus"]), args.gpus)
+        item, resources = gpu_settings(spec.suite_name, int(spec.settings["gpus"]), args.gpus)
+        config.append(item)
+    argv += ["--config", *config, *resources]
     if args.dry_run:
         argv += ["--dry-run", "--printshellcmds"]
     return argv
@@ -69,14 +72,13 @@ def run_through_workflow(args, spec) -> int:
         if not 1 <= args.trial <= s["trials"]:
             raise ConfigError(f"trial {args.trial} is outside 1..{s['trials']} for suite {spec.suite_name}")
     if args.backend is None:
-        targets = [SUITE_TARGET]
+        argv = snakemake_argv([SUITE_TARGET], spec, args)
     else:
         run_dir = f"results/runs/{spec.id}/{args.backend}/{args.workload}/trial{args.trial}"
+        argv = snakemake_argv([f"{run_dir}/run.json", f"{run_dir}/summary.json"], spec, args)
         if os.path.lexists(ROOT / run_dir / "run.json"):
             raise ConfigError(f"{run_dir}/run.json exists (an earlier run); to run it again, delete it first "
                               "(README: Re-running a benchmark)")
-        targets = [f"{run_dir}/run.json", f"{run_dir}/summary.json"]
-    argv = snakemake_argv(targets, spec, args)
     # Shell rules call `bench`, which sits beside this interpreter.
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     print(f"bench: {shlex.join(['snakemake', *argv[3:]])}", file=sys.stderr, flush=True)

@@ -80,3 +80,15 @@ def test_bench_run_with_gpus_is_the_workflows_run_under_its_lease_on_that_set(tm
     assert len(commands) == 1 and "bench lease run --gpus 1 --count 1 --run-id reference_gpu-" in commands[0]
     assert "--workload multi_turn --trial 1" in commands[0]
     assert not (workdir / "results/evidence").exists()
+
+
+def test_a_run_without_suite_belongs_to_the_one_suite_that_has_it():
+    from rl_pipeline_bench.commands.run import register
+    from rl_pipeline_bench.workflow_launch import suite_of_run
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["run", "--backend", "art", "--workload", "multi_turn", "--gpus", "0,1,2,3"])
+    assert suite_of_run(args) == "comparison"
+    args = parser.parse_args(["run", "--backend", "reference", "--workload", "multi_turn", "--gpus", "0"])
+    assert suite_of_run(args) == "smoke"  # the config's own suite has it

@@ -25,6 +25,26 @@ from .paths import CONFIG_PATH, ROOT
 SUITE_TARGET = "reports/comparison.html"
 
 
+def suite_of_run(args) -> str | None:
+    """The suite of `--backend B --workload W` without --suite: the config's suite when it has that run,
+    else the one suite that has it (the original launcher's runs were the comparison's)."""
+    if args.suite is not None or args.spec is not None or args.backend is None:
+        return args.suite
+    from .commands.run import parse_overrides
+    from .config import load_config
+
+    config = load_config(args.config, parse_overrides(args.set), args.configfile)
+    suites = config["suites"]
+
+    def has_run(name: str) -> bool:
+        return args.backend in suites[name]["backends"] and args.workload in suites[name]["workloads"]
+
+    if has_run(config["suite"]):
+        return config["suite"]
+    candidates = [name for name in suites if has_run(name)]
+    return candidates[0] if len(candidates) == 1 else None
+
+
 def gpu_settings(suite_name: str, suite_gpus: int, gpus: str) -> tuple[str, list[str]]:
     """The `--config` item and `--resources` that put every GPU job of the suite on the GPU set `gpus`."""
     devices = [d.strip() for d in gpus.split(",") if d.strip()]

@@ -62,11 +62,12 @@ def cmd_run(args) -> int:
     if (args.backend is None) != (args.workload is None):
         raise ConfigError("run: give both --backend and --workload (one run), or neither (the whole suite, "
                           "through the workflow: bench run --suite NAME [--gpus SET])")
-    spec = spec_of(args)
     if args.backend is None or args.gpus is not None:
-        from ..workflow_launch import run_through_workflow
+        from ..workflow_launch import run_through_workflow, suite_of_run
 
-        return run_through_workflow(args, spec)
+        args.suite = suite_of_run(args)
+        return run_through_workflow(args, spec_of(args))
+    spec = spec_of(args)
     if args.dry_run:
         raise ConfigError("run: --dry-run applies to the workflow forms (--suite alone, or --gpus)")
     model_record = args.model_record or ROOT / "results" / "models" / f"{spec.settings['model']['name']}.json"

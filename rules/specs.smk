@@ -10,7 +10,7 @@ import json as _spec_json
 
 rule run_spec:
     message:
-        "run spec {wildcards.spec}"
+        "write the run spec {wildcards.spec}"
     output:
         "results/specs/{spec}.json",
     log:

@@ -35,7 +35,7 @@ SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUIT
 #: No job outputs it (Snakemake would delete it before re-running that job).
 ATTEMPTS_INDEX = "results/attempts.jsonl"
 #: A grep pattern for the lines of a running benchmark that reach the terminal (rules/runs.smk).
-PROGRESS_LINES = "^" + _progress_prefix
+PROGRESS_LINES = f"^{_progress_prefix}"
 
 
 wildcard_constraints:
@@ -70,6 +70,16 @@ def _check_topology(suite):
 
 
 _check_topology(SUITE)
+
+
+def model_inputs(wildcards):
+    """rules/model.smk: a local model's build inputs; before a hub model is downloaded, the machine checks."""
+    from rl_pipeline_bench.snapshots import model_rule_params
+
+    params = model_rule_params(config, wildcards.model)
+    if params["source"] == "hub":
+        check_before_download(wildcards.model, params)
+    return params["inputs"]
 
 
 def check_before_download(model, params):

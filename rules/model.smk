@@ -11,14 +11,6 @@
 from rl_pipeline_bench.snapshots import model_rule_params as _model_params
 
 
-def model_inputs(wildcards):
-    """The build inputs of a local model; for a hub model to be downloaded, first the machine checks."""
-    params = _model_params(config, wildcards.model)
-    if params["source"] == "hub":
-        check_before_download(wildcards.model, params)
-    return params["inputs"]
-
-
 rule model_identity:
     message:
         "model {wildcards.model}: build or resolve the pinned snapshot and hash it"

@@ -57,6 +57,7 @@ def test_bench_run_forms_that_cannot_work_say_so_in_one_line(capsys):
         (["run", "--suite", "reference_gpu", "--backend", "reference", "--workload", "multi_turn", "--gpus", "0,1"],
          "--gpus 0,1 names 2 distinct device(s); suite reference_gpu runs on 1"),
         (["run", "--suite", "comparison", "--gpus", "0,1,2,2"], "names 3 distinct device(s); suite comparison runs on 4"),
+        (["run", "--suite", "smoke", "--run-json", "x.json"], "--run-json apply to a direct run"),
     ]
     for argv, message in cases:
         assert cli.main(argv) == 2, argv

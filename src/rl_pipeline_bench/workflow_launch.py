@@ -73,7 +73,16 @@ def snakemake_argv(targets: list[str], spec, args) -> list[str]:
     return argv
 
 
+#: `bench run` options of a direct run that the workflow sets itself (rules/runs.smk).
+_DIRECT_RUN_ONLY = ("model_record", "plan", "run_json", "replace_run_json", "recipe_record", "source_record",
+                    "image_record", "evidence_root", "attempts_index", "run_id")
+
+
 def _refuse_outside_workflow(args) -> None:
+    given = [f"--{name.replace('_', '-')}" for name in _DIRECT_RUN_ONLY if getattr(args, name)]
+    if given:
+        raise ConfigError(f"run: {', '.join(given)} apply to a direct run (--backend and --workload without --gpus); "
+                          "the workflow sets them itself")
     if args.spec is not None:
         raise ConfigError("run: --spec is for a single run inside the workflow; "
                           "drop it (the workflow resolves the spec from the config)")

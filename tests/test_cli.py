@@ -90,6 +90,6 @@ def test_a_run_without_suite_belongs_to_the_one_suite_that_has_it():
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     args = parser.parse_args(["run", "--backend", "art", "--workload", "multi_turn", "--gpus", "0,1,2,3"])
-    assert suite_of_run(args) == "comparison"
+    assert suite_of_run(args, {}) == "comparison"
     args = parser.parse_args(["run", "--backend", "reference", "--workload", "multi_turn", "--gpus", "0"])
-    assert suite_of_run(args) == "smoke"  # the config's own suite has it
+    assert suite_of_run(args, {}) == "smoke"  # the config's own suite has it

@@ -18,22 +18,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .config import ConfigError, check_member
+from .configfile import ConfigError, check_member
 from .paths import CONFIG_PATH, ROOT
 
 #: What the whole suite is asked for (rules/report.smk): every run, summary, probe and the report.
 SUITE_TARGET = "reports/comparison.html"
 
 
-def suite_of_run(args) -> str | None:
+def suite_of_run(args, overrides: dict) -> str | None:
     """The suite of `--backend B --workload W` without --suite: the config's suite when it has that run,
     else the one suite that has it (the original launcher's runs were the comparison's)."""
     if args.suite is not None or args.spec is not None or args.backend is None:
         return args.suite
-    from .commands.run import parse_overrides
     from .config import load_config
 
-    config = load_config(args.config, parse_overrides(args.set), args.configfile)
+    config = load_config(args.config, overrides, args.configfile)
     suites = config["suites"]
 
     def has_run(name: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from ..paths import CONFIG_PATH, ROOT
 
 
@@ -65,7 +65,7 @@ def cmd_run(args) -> int:
     if args.backend is None or args.gpus is not None:
         from ..workflow_launch import run_through_workflow, suite_of_run
 
-        args.suite = suite_of_run(args)
+        args.suite = suite_of_run(args, parse_overrides(args.set))
         return run_through_workflow(args, spec_of(args))
     spec = spec_of(args)
     if args.dry_run:

@@ -10,6 +10,10 @@ prose; they are not commands to type). `HOW` classifies each one:
 - `dry`: a Snakemake command run with `-n` in that copy: the target, `--config` and
   profile are parsed and the jobs planned, nothing executed (a dry run is faithful for
   what breaks as written: argument order, unknown targets, config errors);
+- `refused`: a suite this machine cannot run (GPUs, a container engine, the Hub): run
+  as a dry run, it must get as far as the workflow's readiness check and stop there with
+  its one message naming what is missing (so its arguments parse as written) — never a
+  usage error or a traceback of its own;
 - `elsewhere`: run for real by the named test;
 - `skip`: not runnable on a CPU machine without a cluster, or not meant to be run by a
   test, with the reason.
@@ -86,7 +90,7 @@ HOW: dict[str, tuple[str, str]] = {
     "uv run bench lease clear --gpu GPU-UUID --run-id ID": ("skip", "clears a real stale record; tests/test_leases.py"),
     "RL_BENCH_SLURM_PARTITION=gpu RL_BENCH_SLURM_ACCOUNT=myproject uv run snakemake reports/comparison.html "
     "--profile profiles/slurm --config suite=comparison": (
-        "dry", "submitting needs a SLURM partition with GPUs (tests/test_slurm.py runs the smoke suite through SLURM)"),
+        "refused", "needs a SLURM partition with GPUs (tests/test_slurm.py runs the smoke suite through SLURM)"),
     "uv run python -c 'import json; from rl_pipeline_bench.cli import ROOT, recipe_manifest, source_manifest; "
     "print(json.dumps(dict(source_sha256=source_manifest(), recipe_sha256=recipe_manifest(ROOT))))' > source.json":
         ("run", ""),
@@ -97,7 +101,11 @@ HOW: dict[str, tuple[str, str]] = {
     "export DOCKER_HOST=unix:///run/podman/podman.sock": ("run", ""),
     "uv run snakemake --cores 1 reports/comparison.html --config suite=smoke_container": ("dry", ""),
     "uv run snakemake --cores 1 reports/comparison.html --resources gpu=4 --config suite=comparison": (
-        "dry", "running needs four H200s, Docker and the Hub"),
+        "refused", "needs four H200s, Docker and the Hub"),
+    "uv run bench run --suite comparison --gpus 0,1,2,3": ("refused", "needs four H200s, Docker and the Hub"),
+    "uv run bench run --backend art --workload multi_turn --gpus 0,1,2,3": (
+        "refused", "needs four H200s, Docker and the Hub"),
+    "uv run bench run --suite smoke": ("dry", "the smoke suite runs for real as the session's smoke run"),
     "bash .ci/setup_frameworks.sh": ("skip", "builds the framework venv (minutes; .ci/run)"),
     "uv run pytest tests/frameworks": ("skip", "needs the framework venv of .ci/setup_frameworks.sh"),
     # README: evaluation
@@ -132,7 +140,7 @@ HOW: dict[str, tuple[str, str]] = {
     # docs/
     "uv run --isolated --extra megatron": ("skip", "SkyRL's own scripts' invocation, quoted, not ours"),
     "uv run snakemake --cores 1 reports/comparison.html --config suite=comparison": (
-        "dry", "running needs four H200s, Docker and the Hub; docs/backends.md had --config before the target"),
+        "refused", "needs four H200s, Docker and the Hub; docs/backends.md had --config before the target"),
     "uv sync --frozen": ("skip", "the environment these tests run in"),
     "uv run snakemake reports/comparison.html --profile profiles/slurm": (
         "dry", "submitting needs a SLURM cluster (tests/test_slurm.py)"),
@@ -193,8 +201,11 @@ def _shell(cmd: str, mode: str) -> str:
     for k, v in SUBSTITUTE.items():
         cmd = re.sub(rf"\b{k}\b", v, cmd)
     cmd = re.sub(r"(^|\s|\$\()uv run ", r"\1", cmd)
-    if mode == "dry":
-        cmd = re.sub(r"\bsnakemake\b", "snakemake -n", cmd, count=1)
+    if mode in ("dry", "refused"):
+        if re.match(r"(\S+=\S+ )*bench run\b", cmd):
+            cmd += " --dry-run"  # bench run's workflow forms: Snakemake's -n
+        else:
+            cmd = re.sub(r"\bsnakemake\b", "snakemake -n", cmd, count=1)
     return cmd
 
 
@@ -215,6 +226,8 @@ def _scripts():
     for where, kind, cmd, block in docs_commands():
         mode, _ = _how(cmd) or ("skip", "")
         if mode not in ("run", "dry") or kind == "python":
+            if mode == "refused":
+                blocks[f"{where} (refused)"] = [(where, _shell(cmd, mode))]
             continue
         blocks.setdefault(block or where, []).append((where, _shell(cmd, mode)))
     return blocks
@@ -228,6 +241,11 @@ def test_docs_commands_run(docs_copy):
         proc = subprocess.run(["bash", "-c", script], cwd=docs_copy, env=env, capture_output=True, text=True,
                               timeout=600)
         ran += len(cmds)
+        out = proc.stdout + proc.stderr
+        if key.endswith("(refused)"):
+            if proc.returncode == 0 or "cannot run on this machine" not in out:
+                failures.append(f"{key}: not stopped by the readiness check (exit {proc.returncode})\n{out[-1500:]}")
+            continue
         if proc.returncode != 0:
             failures.append(f"{cmds[0][0]} ({key}): exit {proc.returncode}\n{script}\n{(proc.stdout + proc.stderr)[-1500:]}")
         if "noise_warnings" in script:

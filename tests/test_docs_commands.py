@@ -221,7 +221,7 @@ def docs_copy(smoke_workdir, tmp_path_factory) -> Path:
 
 def _scripts():
     """Shell scripts in document order: one per fenced block (its run/dry commands, its state
-    kept), one per inline command; each with where its commands are from."""
+    kept), one per inline command, one per refused command; each with where it is from."""
     blocks: dict[str, list] = {}
     for where, kind, cmd, block in docs_commands():
         mode, _ = _how(cmd) or ("skip", "")

@@ -12,7 +12,7 @@
 # summary, manifest and logs to $OUT as soon as it exists. Ends with the CV table
 # ($OUT/cv_table.csv, printed) and, when scipy is importable, the rendered report.
 #
-# For a GPU box without Snakemake: carry the wheels of /work/shared/tools/device-wheels.sh
+# For a GPU box without Snakemake: carry the wheels that scripts/device/wheels.sh puts
 # in .whl/ (plus, if the image lacks scipy, its wheel: `python3 -m pip download --no-deps
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_17_x86_64 -d .whl scipy==1.17.1`);
 # this script installs them into /tmp/site. Estimated cost at the chosen scale: about

@@ -80,7 +80,10 @@ bench() {
 }
 
 case "${1:-}" in
-  cv) shift; OUT="$OUT/cv" bash scripts/device/reference_gpu_cv.sh "$@" 2>&1 | tee -a "$LOG" ;;
+  cv) shift
+      OUT="$OUT/cv" bash scripts/device/reference_gpu_cv.sh "$@" 2>&1 | tee -a "$LOG"
+      # one archive: the device tool brings back few files
+      tar czf "$OUT/cv_$(date +%s).tar.gz" -C "$OUT" cv && rm -rf "$OUT/cv" ;;
   *) for phase in "$@"; do "$phase"; done ;;
 esac
 say "done"

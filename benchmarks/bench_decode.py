@@ -141,6 +141,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=10, help="timed repeats of each loop (alternating)")
     parser.add_argument("--profile-repeats", type=int, default=3, help="separate repeats under torch.profiler")
     parser.add_argument("--loops", default=None, help="comma-separated subset of v1,v2-eager,v2-graphed")
+    parser.add_argument("--profile-loops", default=None,
+                        help="loops to profile (default: all; profiling v1's many small ops takes minutes)")
     parser.add_argument("--no-lora", action="store_true", help="decode the bare model (the rollout's has LoRA)")
     parser.add_argument("--hf-home", type=Path, default=None, help="where the snapshot is built (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -176,8 +178,9 @@ def main() -> int:
             wall, cpu, _ = timed(lambda: loops[name](prompts, lengths, keys), device)
             walls[name].append(wall)
             cpus[name].append(cpu)
+    to_profile = args.profile_loops.split(",") if args.profile_loops else list(loops)
     prof = {n: [profiled(lambda: loops[n](prompts, lengths, keys), device) for _ in range(args.profile_repeats)]
-            for n in loops}
+            if n in to_profile else [] for n in loops}
 
     results = {}
     print()

@@ -326,3 +326,15 @@ def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(m
     assert not summary["valid"] and {"status_not_completed", "update_count"} <= codes
     file_codes = {f"{t}_{p}" for t in ("manifest", "updates", "calls", "intervals") for p in ("missing", "corrupt")}
     assert not codes & file_codes
+
+
+def test_update_chunks_respect_the_token_budget_and_keep_every_sample():
+    from rl_pipeline_bench.backends.reference.trainer import token_chunks
+
+    samples = [([1] * p, [2] * c, float(i)) for i, (p, c) in enumerate([(10, 5), (3, 2), (40, 30), (7, 1), (12, 12), (100, 200)])]
+    chunks = token_chunks(samples, 64)
+    assert sorted(s[2] for c in chunks for s in c) == [float(i) for i in range(6)]
+    for c in chunks:
+        width = max(len(p) + len(q) for p, q, _ in c)
+        assert len(c) == 1 or len(c) * width <= 64
+    assert [s[2] for s in chunks[0]] == [5.0]  # longer than the budget: alone, first

@@ -58,6 +58,8 @@ cat "$OUT/environment.txt"
 # --- the suite, narrowed by an override (the pipeline's own --configfile path) ------------
 OVERRIDE="$OUT/override.yaml"
 printf 'suite: %s\nsuites:\n  %s:\n    workloads: [%s]\n    trials: %s\n' "$SUITE" "$SUITE" "$WORKLOADS" "$TRIALS" > "$OVERRIDE"
+# SCALE=X narrows the suite's scale too (a shorter check; its figures are at that scale, and the spec id says so)
+[ -n "${SCALE:-}" ] && printf '    scale: %s\n' "$SCALE" >> "$OVERRIDE"
 # Targets go first: --resources and --configfile take every following word as a value.
 smk() { python3 -m snakemake "$@" --cores 1 --resources gpu=1 --configfile "$OVERRIDE"; }
 SPEC=$(bench plan --configfile "$OVERRIDE" --json \

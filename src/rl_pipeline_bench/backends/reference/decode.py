@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -153,7 +154,8 @@ class Decoder:
 
     LOOPS = ("auto", "graphed", "static", "eager")
 
-    def __init__(self, model, banned: torch.Tensor, pad_id: int, *, loop: str = "auto") -> None:
+    def __init__(self, model, banned: torch.Tensor, pad_id: int, *, loop: str = "auto",
+                 capture_lock: threading.Lock | None = None) -> None:
         if loop not in self.LOOPS:
             raise ValueError(f"decode loop '{loop}' is not one of: {', '.join(self.LOOPS)}")
         self.model = model
@@ -169,6 +171,8 @@ class Decoder:
         self.cache_kw = cache_keyword(model)
         self.takes_cache_position = "cache_position" in _forward_params(model)
         self.graph_failure: str | None = None  # why capture failed (then the step runs uncaptured)
+        # Another thread must not synchronise the whole device while a capture is open.
+        self.capture_lock = capture_lock or threading.Lock()
 
     @property
     def mode(self) -> str:
@@ -363,7 +367,7 @@ class Decoder:
     def _capture(self, unit: Callable[[], None]):
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            with self.capture_lock, torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 unit()
         except Exception as exc:  # noqa: BLE001 - any capture failure falls back to eager replays of the same step
             self.graph_failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]

@@ -90,6 +90,9 @@ class PolicyBoard:
 
     def __init__(self) -> None:
         self.model_lock = threading.Lock()
+        #: Held while the rollout captures a CUDA graph and while the trainer synchronises the
+        #: whole device: a device-wide sync during another thread's capture invalidates it (an error).
+        self.device_lock = threading.Lock()
         self._cond = threading.Condition()
         self._version = 0
         self.stop = threading.Event()
@@ -189,7 +192,8 @@ class RolloutWorker:
         self.log = log
         self.in_flight: list[_InFlight] = []  # groups in progress, in plan order (evidence on failure)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.decoder = Decoder(model, banned, int(pad if pad is not None else 0), loop=decode_loop)
+        self.decoder = Decoder(model, banned, int(pad if pad is not None else 0), loop=decode_loop,
+                               capture_lock=board.device_lock)
         self.batches = 0
 
     def _gate(self, update: int) -> int:

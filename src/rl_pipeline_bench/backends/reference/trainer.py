@@ -212,7 +212,8 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.banned.device.type == "cuda":
-            torch.cuda.synchronize(self.banned.device)
+            with self.board.device_lock:  # never inside the rollout's graph capture (decode.Decoder)
+                torch.cuda.synchronize(self.banned.device)
         end = clock()
         self.writer.add_trainer_interval(0, update, start, end)
 

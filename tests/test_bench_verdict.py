@@ -42,3 +42,16 @@ def test_cv_verdict_uses_the_chi_square_interval():
     assert verdict.cv_verdict(wobbly, 0.02).status == verdict.MISSED
     assert verdict.cv_verdict([100.0, 101.5], 0.02).status == verdict.UNRESOLVED  # 2 repeats: interval too wide
     assert verdict.cv_verdict([5.0], 0.02).status == verdict.UNRESOLVED
+
+
+BENCHMARKS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("bench_*.py"))
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.name)
+def test_benchmarks_judge_their_aims_only_through_the_verdict_helper(path):
+    """A benchmark with an aim imports verdict.py and prints no hand-made 'met' / 'not met' / 'MISSED'."""
+    text = path.read_text()
+    for phrase in ("'met'", '"met"', "not met", "MISSED'", "'ok' if"):
+        assert phrase not in text, f"{path.name} states {phrase} outside benchmarks/verdict.py"
+    if "TARGET_" in text or "target(" in text:
+        assert "from verdict import" in text, f"{path.name} has an aim but no verdict from benchmarks/verdict.py"

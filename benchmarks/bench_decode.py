@@ -124,9 +124,13 @@ def profiled(fn, device: torch.device) -> tuple[float, float | None, float | Non
 
 
 def git_commit() -> str:
+    """HEAD of this checkout; '?' when ROOT is not itself a git checkout (e.g. a copy inside another repo)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        def git(*a: str) -> str:
+            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != ROOT.resolve():
+            return "?"
+        return git("rev-parse", "--short", "HEAD")
     except (OSError, subprocess.CalledProcessError):
         return "?"
 

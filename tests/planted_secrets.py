@@ -24,7 +24,7 @@ PLANTED_ENV = {
     "OPENAI_KEY": "sk-Pl4ntedOpenAiStyleKey00000013",
     "SESSION_COOKIE": "Pl4ntedCookie0014",
     "UNRELATED_SETTING": "Pl4ntedInnocentLooking0015",  # no secret name, no secret shape: only the allow-list stops it
-    # allow-listed names that still hold credentials: the second line must catch them
+    # allow-listed prefixes that still hold credentials: a secret name, or a name not known to shape a run
     "HF_TOKEN": "hf_Pl4ntedHuggingFaceToken00016",
     "HF_MIRROR_URL": "https://mirror:Pl4ntedMirrorPass0017@hf-mirror.internal",  # HF_ prefix, read by no library
     "RL_BENCH_TRACKING_URI": "https://tracker.internal/api?project=x&access_token=Pl4ntedQueryToken0018",

@@ -164,6 +164,7 @@ RUN_SHAPING_VALUES: dict[str, str] = {
     "SLURM_JOB_NODELIST": "the nodes that ran",
     "SLURM_NODELIST": "the nodes that ran (older name)",
     "SLURM_JOB_PARTITION": "the partition that ran",
+    "SLURM_JOB_ACCOUNT": "the account the job was charged to (its share, its limits)",
     "SLURM_CLUSTER_NAME": "the cluster that ran",
 }
 #: What a manifest shows for an allowed variable whose value is not known to be safe to record.

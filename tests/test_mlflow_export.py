@@ -278,3 +278,28 @@ def test_concurrent_exports_log_each_key_once(server, summaries, tmp_path, store
         assert {r["key"]: r["run_id"] for r in rec["runs"]} == {k: runs[0].info.run_id for k, runs in by_key.items()}
     actions = sorted(r["action"] for rec in records for r in rec["runs"])
     assert actions == ["kept"] * 6 + ["logged"] * 3, actions
+
+
+def test_a_duplicate_from_a_racing_export_on_another_host_is_removed(server, tmp_path):
+    """The lock serialises exports on one host only; an export from another host that logged the
+    same key and digest meanwhile (made here by hand, as that host's exporter would) leaves one run."""
+    from mlflow.tracking import MlflowClient
+
+    from rl_pipeline_bench.tracking import mlflow_export
+    from rl_pipeline_bench.tracking.records import benchmark_record
+
+    summary = _benchmark_summary(tmp_path)
+    args = ["--summaries", str(summary), "--experiment", "racing-host"]
+    (first,) = _export(server, tmp_path, *args)["runs"]
+    client = MlflowClient(server)
+    record = benchmark_record(summary)
+    experiment_id = client.get_experiment_by_name("racing-host").experiment_id
+    twin = client.create_run(experiment_id, run_name=record.name, tags={
+        mlflow_export.KEY_TAG: record.key, mlflow_export.KIND_TAG: record.kind,
+        mlflow_export.DIGEST_TAG: record.digest(), mlflow_export.DONE_TAG: "true"})
+    client.set_terminated(twin.info.run_id, status="FINISHED")
+    assert len(_runs_by_key(client, "racing-host")[record.key]) == 2
+
+    (again,) = _export(server, tmp_path, *args)["runs"]
+    (left,) = _runs_by_key(client, "racing-host")[record.key]
+    assert again["action"] == "kept" and left.info.run_id == again["run_id"] == first["run_id"]  # the earliest stays

@@ -170,6 +170,8 @@ def test_a_success_that_is_not_a_bool_is_unsuccessful_and_named(tmp_path, forged
     ("suite_task", "libero_goal", "episode_not_in_plan"),
     ("run", 7, "episode_not_in_plan"),
     ("group", "Goal", "episode_not_in_plan"),
+    ("task_index", -1, "episode_not_in_plan"),
+    ("task_index", ["x"] * 16, "episode_not_in_plan"),
 ])
 def test_episodes_outside_the_plan_or_its_limits_make_the_summary_incomplete(tmp_path, column, values, code):
     spec = _spec(runs=1)

@@ -70,10 +70,11 @@ def episode_reasons(episodes: pd.DataFrame, spec: dict[str, Any], planned_runs: 
 
     limits = {str(k): int(v) for k, v in spec["max_steps"].items()}
     benchmark = spec["benchmark"]
+    task_index, bad_index = _whole(episodes["task_index"])
     in_plan = (episodes["suite_task"].isin(list(spec["tasks"]))
                & episodes["scenario"].isin(range(spec["scenarios_per_task"]))
                & episodes["run"].isin(planned_runs)
-               & (episodes["task_index"] >= 0 if benchmark == "libero" else episodes["task_index"] == 0))
+               & ~bad_index & (benchmark == "libero" or (task_index == 0)))  # only LIBERO suites hold several tasks
     groups = {t: benchmarks.group_of(benchmark, t) for t in spec["tasks"]}
     in_plan &= episodes["group"] == episodes["suite_task"].map(groups)
     if not in_plan.all():

@@ -21,8 +21,10 @@ import pandas as pd
 from . import attempts, image_runs
 from . import workloads as wl
 from . import backends
-from .config import ConfigError, Suite, check_member, get_suite
-from .evidence import EvidenceWriter, atomic_write_json, new_run_id
+from .configfile import ConfigError, Suite, check_member, get_suite
+from .atomicfile import atomic_write_json
+from .evidence import EvidenceWriter
+from .timestamps import new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .probes.telemetry import beside_run

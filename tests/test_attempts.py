@@ -8,7 +8,7 @@ import pytest
 
 from rl_pipeline_bench.attempts import EVENT_SCHEMA, append_event, read_attempts, read_events
 from rl_pipeline_bench.cli import main
-from rl_pipeline_bench.config import ConfigError
+from rl_pipeline_bench.configfile import ConfigError
 
 
 def test_a_torn_last_line_does_not_eat_the_next_event(tmp_path):

@@ -188,7 +188,7 @@ def test_episodes_outside_the_plan_or_its_limits_make_the_summary_incomplete(tmp
 def test_a_run_that_did_not_complete_makes_the_summary_incomplete(tmp_path, status):
     from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest
     from rl_pipeline_bench.eval.summary import summarize_runs
-    from rl_pipeline_bench.evidence import atomic_write_json
+    from rl_pipeline_bench.atomicfile import atomic_write_json
 
     spec = _spec(runs=1)
     spec_path = eval_spec.spec_dir(spec, tmp_path) / "spec.json"

@@ -221,7 +221,7 @@ def test_a_changed_summary_replaces_what_was_logged(server, tmp_path):
     MLflow must show the new verdict and figures, once, not the old ones."""
     from mlflow.tracking import MlflowClient
 
-    from rl_pipeline_bench.contract import summarize_to_file
+    from rl_pipeline_bench.contract.summary import summarize_to_file
 
     summary = _benchmark_summary(tmp_path)
     args = ["--summaries", str(summary), "--experiment", "stale-verdict"]

@@ -38,7 +38,7 @@ def _open_index(index: Path, flags: int) -> int:
         return os.open(index, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            from .config import ConfigError
+            from .configfile import ConfigError
 
             raise ConfigError(f"attempts index {index} is a symbolic link; the index is read and written only "
                               "as a plain file (replace the link by the file it points at)") from None
@@ -158,7 +158,7 @@ def read_events(index: Path | str) -> tuple[list[dict[str, Any]], list[str]]:
     events, problems = [], []
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            from .config import ConfigError
+            from .configfile import ConfigError
 
             raise ConfigError(f"attempts index {index} is not a regular file")
         for n, line in enumerate(fh, 1):

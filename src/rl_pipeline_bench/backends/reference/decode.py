@@ -150,7 +150,7 @@ def _forward_params(model) -> set[str]:
 
 
 class Decoder:
-    """Decodes batches on one model; `graphs` picks the captured loop on CUDA (else the eager one)."""
+    """Decodes batches on one model; `loop` picks how (auto: captured on CUDA, eager on CPU)."""
 
     LOOPS = ("auto", "graphed", "static", "eager")
 

@@ -318,6 +318,7 @@ def test_planted_secrets_are_written_nowhere(smoke_workdir):
     manifest = json.loads((evidence / "manifest.json").read_text())
     assert "hf_cache=<redacted>" in manifest["command"] and manifest["env"]["HF_TOKEN"] == "<redacted>"
     assert "PGPASSWORD" not in manifest["env"] and "UNRELATED_SETTING" not in manifest["env"]
+    assert manifest["env"]["RL_BENCH_DB_LOGIN"] == manifest["env"]["SLURM_JOB_COMMENT"] == "<not recorded>"
     leaks, checked = [], 0
     for top in ("results", "reports", "logs", ".snakemake"):
         for path in (smoke_workdir / top).rglob("*"):

@@ -83,6 +83,12 @@ HOW: dict[str, tuple[str, str]] = {
     "uv run python benchmarks/bench_rebuild.py --keep DIR --repeats 5": ("skip", "a benchmark, minutes"),
     "rm -rf reports && snakemake --cores 1 reports/comparison.html": ("skip", "the timed step of bench_rebuild.py"),
     "uv run python benchmarks/bench_headline_window.py": ("skip", "a benchmark, minutes"),
+    "python3 benchmarks/bench_decode.py --device cuda --repeats 6 --profile-repeats 2": (
+        "skip", "a CUDA benchmark: needs a GPU"),
+    "python3 benchmarks/bench_decode.py --device cuda --build-config models/reference_gpu_qwen3_moe.yaml "
+    "--repeats 5 --profile-repeats 3 --profile-loops v2-graphed": ("skip", "a CUDA benchmark: needs a GPU"),
+    "python3 benchmarks/bench_decode.py --device cuda --loops v2-graphed --repeats 30 --profile-repeats 5": (
+        "skip", "a CUDA benchmark: needs a GPU"),
     # README: GPUs, leases, clusters, containers
     "uv run bench gpus": ("skip", "needs NVML (an NVIDIA driver)"),
     "uv run snakemake --cores 1 reports/comparison.html --resources gpu=1 --config suite=reference_gpu": ("dry", ""),

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rl_pipeline_bench import paths
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_PIPELINE_S = 300.0
 TARGET_REBUILD_S = 10.0
@@ -62,29 +64,29 @@ def main() -> int:
     args = parser.parse_args()
     base, workdir = fresh_clone(args.keep, "rl-bench-smoke-")
 
-    pipeline_s = snakemake(workdir, "reports/comparison.html")
-    print(f"fresh clone -> reports/comparison.html (smoke suite): {pipeline_s:.1f} s (target <= {TARGET_PIPELINE_S:.0f} s)")
+    pipeline_s = snakemake(workdir, paths.REPORT_HTML)
+    print(f"fresh clone -> {paths.REPORT_HTML} (smoke suite): {pipeline_s:.1f} s (target <= {TARGET_PIPELINE_S:.0f} s)")
 
     shutil.rmtree(workdir / "reports")
-    rebuild_s = snakemake(workdir, "reports/comparison.html")
-    print(f"rebuild reports/comparison.html from existing evidence: {rebuild_s:.1f} s (target <= {TARGET_REBUILD_S:.0f} s)")
+    rebuild_s = snakemake(workdir, paths.REPORT_HTML)
+    print(f"rebuild {paths.REPORT_HTML} from existing evidence: {rebuild_s:.1f} s (target <= {TARGET_REBUILD_S:.0f} s)")
 
     # Where the rebuild time goes: Snakemake's own start-up and DAG (nothing to do),
     # and the report command alone (interpreter, pandas/matplotlib imports, rendering).
-    noop_s = snakemake(workdir, "reports/comparison.html")
+    noop_s = snakemake(workdir, paths.REPORT_HTML)
     print(f"  of which: snakemake start-up + DAG with nothing to do: {noop_s:.1f} s")
     env = clone_env(workdir)
     start = time.perf_counter()
-    (spec,) = sorted(workdir.glob("results/specs/smoke-*.json"))
+    (spec,) = sorted(workdir.glob(str(paths.spec_file("smoke-*"))))
     subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "report", "--spec", str(spec),
-                    "--summaries", *map(str, sorted(workdir.glob(f"results/runs/{spec.stem}/*/*/trial*/summary.json"))),
-                    "--plans", *map(str, sorted(workdir.glob(f"results/workloads/{spec.stem}/*.parquet"))),
-                    "--evidence-root", str(workdir / "results/evidence"), "--html", str(base / "direct/comparison.html"),
+                    "--summaries", *map(str, sorted(workdir.glob(paths.RUN_SUMMARY.format(spec=spec.stem, backend="*", workload="*", trial="*")))),
+                    "--plans", *map(str, sorted(workdir.glob(str(paths.plan_file(spec.stem, "*"))))),
+                    "--evidence-root", str(paths.evidence_root(workdir)), "--html", str(base / "direct/comparison.html"),
                     "--tables", str(base / "direct/tables"), "--figures", str(base / "direct/figures")],
                    cwd=workdir, env=env, check=True, capture_output=True)
     print(f"  of which: `bench report` alone (same inputs, fresh interpreter): {time.perf_counter() - start:.1f} s")
 
-    with open(workdir / "reports/tables/headline.csv", newline="") as fh:
+    with open(workdir / paths.REPORT_TABLES / "headline.csv", newline="") as fh:
         for row in csv.reader(fh):
             print("  headline.csv:", ",".join(row))
     if args.keep is None:

@@ -79,7 +79,7 @@ def server(tmp_path_factory):
 def _eval_summary(tmp: Path) -> Path:
     config = load_config()
     spec = eval_spec.resolve(config, "libero_10")
-    d = eval_spec.spec_dir(spec, tmp / "results/eval")
+    d = eval_spec.spec_dir(spec, tmp)
     d.mkdir(parents=True)
     atomic_write_json(d / "spec.json", spec)
     pointers = []

@@ -163,7 +163,8 @@ def test_record_roundtrip(tmp_path):
 
 def _run_rule(workdir: Path, hf_home: Path) -> subprocess.CompletedProcess:
     config = {"models": {"tiny": {"source": "hub", "repo_id": REPO_ID, "revision": REV}}, "hf_cache": str(hf_home)}
-    (workdir / "Snakefile").write_text(f"config = {config!r}\ninclude: {str(REPO / 'rules' / 'model.smk')!r}\n")
+    (workdir / "Snakefile").write_text(f"config = {config!r}\ninclude: {str(REPO / 'rules' / 'imports.smk')!r}\n"
+                                       f"include: {str(REPO / 'rules' / 'model.smk')!r}\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(workdir), "-s", str(workdir / "Snakefile"),

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterable
 
+from .. import paths
 from ..configfile import ConfigError
 from .records import Record
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 KEY_TAG = "rl_bench.key"
 DONE_TAG = "rl_bench.exported"
 KIND_TAG = "rl_bench.kind"
-DEFAULT_STORE = Path("results/mlflow")
+DEFAULT_STORE = Path(paths.MLFLOW_STORE)
 BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
 
 

@@ -47,7 +47,7 @@ def test_run_targets_are_backends_by_workloads_by_trials():
     settings = {"backends": ["a", "b"], "workloads": ["w"], "trials": 2}
     targets = paths.run_targets("s-0123456789ab", settings)
     assert [(t.backend, t.workload, t.trial) for t in targets] == [("a", "w", 1), ("a", "w", 2), ("b", "w", 1), ("b", "w", 2)]
-    assert targets[3].dir() == Path("results/runs/s-0123456789ab/b/w/trial2")
+    assert paths.run_dir(*targets[3]) == Path("results/runs/s-0123456789ab/b/w/trial2")
     assert paths.RUN_RECORD.format(**targets[0]._asdict()) == "results/runs/s-0123456789ab/a/w/trial1/run.json"
 
 

@@ -126,15 +126,12 @@ def source_record(root: Path | str | None = None) -> Path:
 
 
 class RunTarget(NamedTuple):
-    """One benchmark run of a spec: (backend, workload, trial) and where its files go."""
+    """One benchmark run of a spec; its fields fill the RUN_* patterns (`RUN_RECORD.format(**t._asdict())`)."""
 
     spec: str
     backend: str
     workload: str
     trial: int
-
-    def dir(self, root: Path | str | None = None) -> Path:
-        return run_dir(self.spec, self.backend, self.workload, self.trial, root)
 
 
 def run_targets(spec_id: str, settings: Mapping[str, Any]) -> list[RunTarget]:

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import paths
 from ..configfile import ConfigError
 from . import benchmarks
 
@@ -69,11 +68,6 @@ def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     }
     spec["hash"] = settings_hash(spec)
     return spec
-
-
-def spec_dir(spec: dict[str, Any], root: Path | str | None = None) -> Path:
-    """The spec's directory (paths.EVAL_DIR), under `root` (default: the current directory)."""
-    return Path(root or ".") / paths.EVAL_DIR.format(esuite=spec["eval_suite"], ehash=spec["hash"])
 
 
 def load(path: Path | str) -> dict[str, Any]:

@@ -26,8 +26,8 @@ if importlib.util.find_spec("mlflow") is None:  # CI installs the extra: there a
         pytest.fail("MLflow is the `mlflow` extra (`uv sync --extra mlflow`); .ci/run installs it")
     pytest.skip("MLflow is the `mlflow` extra (`uv sync --extra mlflow`); .ci/run installs it", allow_module_level=True)
 
+from rl_pipeline_bench import paths  # noqa: E402
 from rl_pipeline_bench.cli import main  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
 from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
@@ -76,10 +76,9 @@ def server(tmp_path_factory):
     log.close()
 
 
-def _eval_summary(tmp: Path) -> Path:
-    config = load_config()
+def _eval_summary(tmp: Path, config: dict) -> Path:
     spec = eval_spec.resolve(config, "libero_10")
-    d = eval_spec.spec_dir(spec, tmp)
+    d = tmp / paths.EVAL_DIR.format(esuite=spec["eval_suite"], ehash=spec["hash"])
     d.mkdir(parents=True)
     atomic_write_json(d / "spec.json", spec)
     pointers = []
@@ -105,13 +104,13 @@ def _eval_summary(tmp: Path) -> Path:
     return out
 
 
-def _benchmark_summary(tmp: Path) -> Path:
+def _benchmark_summary(tmp: Path, config: dict) -> Path:
     from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
 
     from rl_pipeline_bench.contract.summary import summarize_to_file
     from rl_pipeline_bench.spec import build_spec
 
-    spec = build_spec(load_config(), "smoke")  # the run's spec, as `bench run` records it in the manifest
+    spec = build_spec(config, "smoke")  # the run's spec, as `bench run` records it in the manifest
     ev = build_evidence(tmp / "results/evidence", manifest={"spec": {"id": spec["id"], "hash": spec["hash"]}})
     out = tmp / f"results/runs/{spec['id']}/reference/multi_turn/trial1/summary.json"
     summarize_to_file(ev, out)
@@ -127,10 +126,10 @@ def _probe_record(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def summaries(tmp_path_factory):
+def summaries(tmp_path_factory, fresh_config):
     tmp = tmp_path_factory.mktemp("mlflow-inputs")
     _probe_record(tmp)
-    return tmp, _eval_summary(tmp), _benchmark_summary(tmp)
+    return tmp, _eval_summary(tmp, fresh_config()), _benchmark_summary(tmp, fresh_config())
 
 
 def _export(uri: str, tmp: Path, *extra: str) -> dict:

@@ -170,6 +170,7 @@ def test_module_cli_check_and_setup_manifest(tmp_path):
         provenance.load_setup_manifests(tmp_path)
 
 
+@pytest.mark.e2e
 def test_provenance_rules_write_records(tmp_path):
     """rules/provenance.smk through Snakemake on a scratch copy; an edit re-runs the recipe rule."""
     root = copy_tree(tmp_path)

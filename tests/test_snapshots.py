@@ -173,6 +173,7 @@ def _run_rule(workdir: Path, hf_home: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_model_identity_rule_offline(tmp_path):
     """The rule writes the record from an existing snapshot offline, and fails clearly without one."""
     hf_home = tmp_path / "hf"
@@ -194,13 +195,12 @@ def test_model_identity_rule_offline(tmp_path):
     assert "model.safetensors" in rec["files"]
 
 
-def test_bench_snapshot_cli_offline(tmp_path, capsys):
+def test_bench_snapshot_cli_offline(config, tmp_path, capsys):
     """`bench snapshot` uses the pinned revision from config.yaml and never fetches when offline."""
     from rl_pipeline_bench.cli import main
-    from rl_pipeline_bench.config import load_config
 
-    model = next(name for name, m in load_config()["models"].items() if m["source"] == "hub")
-    pinned = load_config()["models"][model]
+    model = next(name for name, m in config["models"].items() if m["source"] == "hub")
+    pinned = config["models"][model]
     rc = main(["snapshot", "--model", model, "--hf-cache", str(tmp_path), "--offline"])
     assert rc == 1 and f"pinned revision {pinned['revision']}" in capsys.readouterr().err
     make_hub_tree(tmp_path, pinned["repo_id"], pinned["revision"])

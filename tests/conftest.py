@@ -18,9 +18,9 @@ from workflow_copy import copy_repo, snakemake
 from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.paths import CONFIG_PATH
 
-#: Markers of the slow tier (registered in pyproject.toml): real pipeline runs, SLURM,
-#: container images, the framework venv, a browser, LaTeX.
-SLOW_MARKERS = ("e2e", "cluster", "podman", "frameworks", "browser", "tex")
+#: Markers of the slow tier (registered in pyproject.toml): real benchmark and pipeline runs,
+#: SLURM, container images, the framework venv, a browser, LaTeX, a real MLflow server.
+SLOW_MARKERS = ("e2e", "cluster", "podman", "frameworks", "browser", "tex", "server")
 
 
 def pytest_addoption(parser):

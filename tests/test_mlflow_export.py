@@ -139,6 +139,7 @@ def _export(uri: str, tmp: Path, *extra: str) -> dict:
     return json.loads(record.read_text())
 
 
+@pytest.mark.server
 def test_export_and_the_seeds_query_against_a_real_server(server, summaries):
     from mlflow.tracking import MlflowClient
 

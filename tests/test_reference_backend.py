@@ -265,6 +265,7 @@ def test_rollout_failure_raises(config, model_record, tmp_path, monkeypatch):
     assert ev.updates["update"].tolist() == [1]
 
 
+@pytest.mark.e2e
 def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(config, model_record, tmp_path):
     """A real `bench run` killed with SIGKILL mid-way: every update on disk is whole and readable,
     with all of its offered calls and its trainer interval, and the summary names why it is invalid."""

@@ -33,6 +33,8 @@ SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUIT
 #: Every attempt's events (rl_pipeline_bench.attempts), appended to by runs and summaries.
 #: No job outputs it (Snakemake would delete it before re-running that job).
 ATTEMPTS_INDEX = paths.ATTEMPTS_INDEX
+#: A grep pattern for the lines of a running benchmark that reach the terminal (rules/runs.smk).
+PROGRESS_LINES = f"^{progress_prefix}"
 
 
 wildcard_constraints:
@@ -41,8 +43,16 @@ wildcard_constraints:
 
 
 def attempts_index_input(wildcards):
-    """The index as a report input once it exists: a new attempt then makes the report out of date."""
-    return [ATTEMPTS_INDEX] if os.path.exists(ATTEMPTS_INDEX) else []
+    """The index as a report input: a new attempt makes the report out of date.
+
+    An empty index is made here when there is none yet (an empty index reads as no
+    attempts), so the report's input list is the same before and after the first run;
+    a list that grew by the index made the next invocation re-render the report.
+    """
+    os.makedirs(os.path.dirname(ATTEMPTS_INDEX), exist_ok=True)
+    with open(ATTEMPTS_INDEX, "a", encoding="utf-8"):
+        pass
+    return [ATTEMPTS_INDEX]
 
 
 def _check_topology(suite):
@@ -57,6 +67,35 @@ def _check_topology(suite):
 
 
 _check_topology(SUITE)
+
+
+def model_inputs(wildcards):
+    """rules/model.smk: a local model's build inputs; before a hub model is downloaded, the machine checks."""
+    params = model_rule_params(config, wildcards.model)
+    if params["source"] == "hub":
+        check_before_download(wildcards.model, params)
+    return params["inputs"]
+
+
+def check_before_download(model, params):
+    """Stop, at DAG time, before a hub snapshot is downloaded for a suite this machine cannot run.
+
+    Runs only when the download would happen (no identity record, the pinned revision not
+    in HF_HOME); rl_pipeline_bench.readiness lists every missing GPU, engine, Hub or disk.
+    The GPU check follows the executor: NVML here, `sinfo` under --profile profiles/slurm.
+    """
+    from rl_pipeline_bench.readiness import NotReady, check_before_download as _check
+    from rl_pipeline_bench.snapshots import snapshot_dir
+
+    if paths.model_record(model).exists() or snapshot_dir(
+            params["hf_home"], params["repo_id"], params["revision"]).is_dir():
+        return
+    suite = SUITE if SUITE["model"] == model else {}
+    executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
+    try:
+        _check(SUITE.name if suite else f"(none: model {model} alone)", suite, params, params["hf_home"], executor)
+    except NotReady as exc:
+        raise WorkflowError(str(exc))
 
 
 def spec_file(spec_id):
@@ -182,6 +221,11 @@ def eval_run_inputs(wildcards):
     return _eval_call(eval_targets.run_pointers, wildcards.esuite, wildcards.policy)
 
 
+def eval_run_dirs(wildcards):
+    """The evaluation runs' directories (see record_dirs): a deleted eval.json is evaluated again."""
+    return record_dirs([os.path.dirname(p) for p in eval_run_inputs(wildcards)])
+
+
 def eval_user_args(wildcards):
     """Paths the user brought, as `bench eval run` options (only those that are set)."""
     args = []
@@ -215,6 +259,29 @@ def probe_lease_prefix(wildcards, probe):
 def spec_probes(spec_id):
     """The spec's probe records (all-reduce, storage, checkpoint)."""
     return [str(p) for p in paths.probe_records(spec_id)]
+
+
+def record_dirs(dirs):
+    """Directories holding derived or measured records, as inputs: deleting a record makes them new.
+
+    Snakemake never re-makes a missing file whose consumers are up to date (missing inputs
+    have no time). Deleting a file does change its directory's mtime, so with the directory
+    as an input the consumer is out of date and Snakemake re-makes what is missing in it:
+    a deleted summary.json, infra.json, probe record or eval.json comes back when the
+    report is asked for (README, docs/probes.md). A deleted run.json alone re-renders the
+    report from the summary that is still there and re-runs nothing. The directories are
+    made here, before any job, so the input list is the same before and after the runs
+    that fill them (an input list that changes re-renders the report once more).
+    """
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    return list(dirs)
+
+
+def spec_record_dirs(spec_id):
+    """Every run directory of a spec and its probe directory (see record_dirs)."""
+    runs = [str(paths.run_dir(*t)) for t in paths.run_targets(spec_id, SPECS[spec_id]["settings"])]
+    return record_dirs(runs + sorted({os.path.dirname(p) for p in spec_probes(spec_id)}))
 
 
 def spec_run_infra(spec_id):

@@ -12,6 +12,8 @@ localrules:
 
 
 rule image_build:
+    message:
+        "build the {wildcards.backend} image"
     input:
         recipe=paths.RECIPE_RECORD,
         source=paths.SOURCE_RECORD,

@@ -14,8 +14,10 @@ localrules:
 
 
 rule model_identity:
+    message:
+        "model {wildcards.model}: build or resolve the pinned snapshot and hash it"
     input:
-        lambda wc: model_rule_params(config, wc.model)["inputs"],
+        model_inputs,
     output:
         paths.MODEL_RECORD,
     log:

@@ -21,6 +21,8 @@ localrules:
 
 
 rule recipe_hash:
+    message:
+        "hash the {wildcards.backend} recipe"
     input:
         lambda wc: [os.path.relpath(_PROV_ROOT / f) for f in provenance.recipe_files(wc.backend, _PROV_ROOT)],
     output:
@@ -36,6 +38,8 @@ rule recipe_hash:
 
 
 rule source_hash:
+    message:
+        "hash the benchmark source"
     input:
         [os.path.relpath(_PROV_ROOT / f) for f in provenance.source_files(_PROV_ROOT)],
     output:

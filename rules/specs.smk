@@ -11,6 +11,8 @@ localrules:
 
 
 rule run_spec:
+    message:
+        "write the run spec {wildcards.spec}"
     output:
         paths.SPEC_FILE,
     log:

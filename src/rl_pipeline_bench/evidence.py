@@ -206,16 +206,18 @@ class EvidenceWriter:
     order, an update only after its calls, so a crash (even SIGKILL) leaves every update
     the thread had written, with its calls and intervals, and never a half file.
     `flush()` waits until everything recorded is on disk; `finish()` writes the whole
-    tables, removes the parts, and records the final status.
+    tables, removes the parts, and records the final status. `on_update`, when given, is
+    called with each recorded update row (the runner prints it: rl_pipeline_bench.progress).
     """
 
     def __init__(self, evidence_root: Path | str, run_id: str, manifest: dict | None = None,
-                 *, flush_interval_s: float = 2.0):
+                 *, flush_interval_s: float = 2.0, on_update: Callable[[dict], None] | None = None):
         if not run_id or run_id in (".", "..") or UNSAFE_RUN_ID_CHARS.search(run_id):
             raise ValueError(f"run id {run_id!r} is not filesystem-safe (allowed: letters, digits, '.', '_', '-')")
         self._t0 = time.monotonic()
         self._lock = threading.RLock()
         self._flush_interval_s = flush_interval_s
+        self._on_update = on_update
         self._last_flush = self._t0
         self._finished = False
         self._tables: dict[str, list[dict]] = {UPDATES: [], CALLS: [], INTERVALS: []}
@@ -312,6 +314,8 @@ class EvidenceWriter:
             self._check_open()
             self._tables[UPDATES].append(row)
             self._hand_off_locked()
+        if self._on_update is not None:
+            self._on_update(row)
 
     def add_calls(self, rows: Iterable[dict]) -> None:
         coerced = [_CHECK_CALL(r) for r in rows]

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from rl_pipeline_bench import paths
 from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import aggregate, protocol, spec as eval_spec, tables
 from rl_pipeline_bench.eval.benchmarks import paper_reference, task_limits
@@ -190,8 +191,8 @@ def test_a_run_that_did_not_complete_makes_the_summary_incomplete(config, tmp_pa
     from rl_pipeline_bench.atomicfile import atomic_write_json
 
     spec = _spec(config, runs=1)
-    spec_path = eval_spec.spec_dir(spec, tmp_path) / "spec.json"
-    spec_path.parent.mkdir()
+    spec_path = tmp_path / paths.EVAL_SPEC_FILE.format(esuite=spec["eval_suite"], ehash=spec["hash"])
+    spec_path.parent.mkdir(parents=True)
     atomic_write_json(spec_path, spec)
     ev = tmp_path / "ev-run1"
     ev.mkdir()

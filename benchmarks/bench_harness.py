@@ -143,12 +143,13 @@ def main() -> int:
     args = parser.parse_args()
 
     from rl_pipeline_bench.configfile import get_suite
+    from rl_pipeline_bench import paths
     from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
     from rl_pipeline_bench.spec import spec_from_config_file
 
     spec = spec_from_config_file(CONFIG_PATH, "smoke")
     suite = get_suite(spec.as_config(), spec.suite_name)
-    model_record = ROOT / "results" / "models" / f"{suite['model']}.json"
+    model_record = paths.model_record(suite["model"], ROOT)
     if not model_record.exists():
         sys.exit(f"{model_record} is missing: run `uv run snakemake --cores 1 {model_record.relative_to(ROOT)}` first")
     workloads = args.workload or list(suite["workloads"])
@@ -156,7 +157,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="rl-bench-harness-") as tmp:
         for workload in workloads:
             for _ in range(args.repeat):
-                plan = ROOT / "results" / "workloads" / spec.id / f"{workload}.parquet"
+                plan = paths.plan_file(spec.id, workload, ROOT)
                 r = one_run(spec, suite, workload, model_record, plan, Path(tmp))
                 rows.append(r)
                 print(f"{workload:<18} measured window {r['window_s']:6.2f} s over {r['updates']} updates; "

@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from verdict import MISSED, mean_verdict  # noqa: E402
 
+from rl_pipeline_bench import paths  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_PIPELINE_S = 300.0
 TARGET_REBUILD_S = 10.0
@@ -71,35 +73,35 @@ def main() -> int:
     for i in range(args.pipeline_repeats):
         base, workdir = fresh_clone(args.keep / f"clone{i + 1}" if args.keep and args.pipeline_repeats > 1 else args.keep,
                                     "rl-bench-smoke-")
-        pipeline.append(snakemake(workdir, "reports/comparison.html"))
+        pipeline.append(snakemake(workdir, paths.REPORT_HTML))
         if i + 1 < args.pipeline_repeats and args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
     v_pipeline = mean_verdict(pipeline, TARGET_PIPELINE_S)
-    print(f"fresh clone -> reports/comparison.html (smoke suite): {v_pipeline.text('{:.1f}', ' s')}")
+    print(f"fresh clone -> {paths.REPORT_HTML} (smoke suite): {v_pipeline.text('{:.1f}', ' s')}")
 
     rebuilds = []
     for _ in range(args.rebuild_repeats):
         shutil.rmtree(workdir / "reports")
-        rebuilds.append(snakemake(workdir, "reports/comparison.html"))
+        rebuilds.append(snakemake(workdir, paths.REPORT_HTML))
     v_rebuild = mean_verdict(rebuilds, TARGET_REBUILD_S)
-    print(f"rebuild reports/comparison.html from existing evidence: {v_rebuild.text('{:.1f}', ' s')}")
+    print(f"rebuild {paths.REPORT_HTML} from existing evidence: {v_rebuild.text('{:.1f}', ' s')}")
 
     # Where the rebuild time goes: Snakemake's own start-up and DAG (nothing to do),
     # and the report command alone (interpreter, pandas/matplotlib imports, rendering).
-    noop_s = snakemake(workdir, "reports/comparison.html")
+    noop_s = snakemake(workdir, paths.REPORT_HTML)
     print(f"  of which: snakemake start-up + DAG with nothing to do: {noop_s:.1f} s")
     env = clone_env(workdir)
     start = time.perf_counter()
-    (spec,) = sorted(workdir.glob("results/specs/smoke-*.json"))
+    (spec,) = sorted(workdir.glob(str(paths.spec_file("smoke-*"))))
     subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "report", "--spec", str(spec),
-                    "--summaries", *map(str, sorted(workdir.glob(f"results/runs/{spec.stem}/*/*/trial*/summary.json"))),
-                    "--plans", *map(str, sorted(workdir.glob(f"results/workloads/{spec.stem}/*.parquet"))),
-                    "--evidence-root", str(workdir / "results/evidence"), "--html", str(base / "direct/comparison.html"),
+                    "--summaries", *map(str, sorted(workdir.glob(paths.RUN_SUMMARY.format(spec=spec.stem, backend="*", workload="*", trial="*")))),
+                    "--plans", *map(str, sorted(workdir.glob(str(paths.plan_file(spec.stem, "*"))))),
+                    "--evidence-root", str(paths.evidence_root(workdir)), "--html", str(base / "direct/comparison.html"),
                     "--tables", str(base / "direct/tables"), "--figures", str(base / "direct/figures")],
                    cwd=workdir, env=env, check=True, capture_output=True)
     print(f"  of which: `bench report` alone (same inputs, fresh interpreter): {time.perf_counter() - start:.1f} s")
 
-    with open(workdir / "reports/tables/headline.csv", newline="") as fh:
+    with open(workdir / paths.REPORT_TABLES / "headline.csv", newline="") as fh:
         for row in csv.reader(fh):
             print("  headline.csv:", ",".join(row))
     if args.keep is None:

@@ -51,6 +51,10 @@ HOW: dict[str, tuple[str, str]] = {
     "sudo -E": ("skip", "an option of sudo named in prose"),
     "uv run snakemake --cores 1 reports/comparison.html": ("dry", "the smoke pipeline itself is the session's smoke run"),
     "uv run pytest": ("skip", "the test suite itself"),
+    "uv run pytest --fast": ("skip", "the test suite itself (its fast tier)"),
+    "uv run pytest --slow": ("skip", "the test suite itself (its slow tier)"),
+    "bash -c 'time (.venv/bin/python -m pytest --fast --durations=15 -q)'": (
+        "skip", "the test suite itself, timed (README, Development)"),
     "uv run bench plan --suite smoke": ("run", ""),
     "uv run bench plan --configfile my.yaml": ("run", "my.yaml: a smoke override this test writes"),
     "uv run snakemake --cores 1 reports/comparison.html --configfile my.yaml": ("dry", ""),
@@ -239,6 +243,7 @@ def _scripts():
     return blocks
 
 
+@pytest.mark.e2e
 def test_docs_commands_run(docs_copy):
     env = workflow_env(docs_copy)
     failures, ran = [], 0
@@ -260,6 +265,7 @@ def test_docs_commands_run(docs_copy):
     assert ran >= 20, ran
 
 
+@pytest.mark.e2e
 def test_readme_mlflow_query_runs_after_export(docs_copy):
     """The README's Python query against the store `bench mlflow export` made in the copy."""
     pytest.importorskip("mlflow")

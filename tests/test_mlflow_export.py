@@ -26,8 +26,8 @@ if importlib.util.find_spec("mlflow") is None:  # CI installs the extra: there a
         pytest.fail("MLflow is the `mlflow` extra (`uv sync --extra mlflow`); .ci/run installs it")
     pytest.skip("MLflow is the `mlflow` extra (`uv sync --extra mlflow`); .ci/run installs it", allow_module_level=True)
 
+from rl_pipeline_bench import paths  # noqa: E402
 from rl_pipeline_bench.cli import main  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
 from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
@@ -76,10 +76,9 @@ def server(tmp_path_factory):
     log.close()
 
 
-def _eval_summary(tmp: Path) -> Path:
-    config = load_config()
+def _eval_summary(tmp: Path, config: dict) -> Path:
     spec = eval_spec.resolve(config, "libero_10")
-    d = eval_spec.spec_dir(spec, tmp / "results/eval")
+    d = tmp / paths.EVAL_DIR.format(esuite=spec["eval_suite"], ehash=spec["hash"])
     d.mkdir(parents=True)
     atomic_write_json(d / "spec.json", spec)
     pointers = []
@@ -105,13 +104,13 @@ def _eval_summary(tmp: Path) -> Path:
     return out
 
 
-def _benchmark_summary(tmp: Path) -> Path:
+def _benchmark_summary(tmp: Path, config: dict) -> Path:
     from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
 
     from rl_pipeline_bench.contract.summary import summarize_to_file
     from rl_pipeline_bench.spec import build_spec
 
-    spec = build_spec(load_config(), "smoke")  # the run's spec, as `bench run` records it in the manifest
+    spec = build_spec(config, "smoke")  # the run's spec, as `bench run` records it in the manifest
     ev = build_evidence(tmp / "results/evidence", manifest={"spec": {"id": spec["id"], "hash": spec["hash"]}})
     out = tmp / f"results/runs/{spec['id']}/reference/multi_turn/trial1/summary.json"
     summarize_to_file(ev, out)
@@ -127,10 +126,10 @@ def _probe_record(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def summaries(tmp_path_factory):
+def summaries(tmp_path_factory, fresh_config):
     tmp = tmp_path_factory.mktemp("mlflow-inputs")
     _probe_record(tmp)
-    return tmp, _eval_summary(tmp), _benchmark_summary(tmp)
+    return tmp, _eval_summary(tmp, fresh_config()), _benchmark_summary(tmp, fresh_config())
 
 
 def _export(uri: str, tmp: Path, *extra: str) -> dict:
@@ -140,6 +139,7 @@ def _export(uri: str, tmp: Path, *extra: str) -> dict:
     return json.loads(record.read_text())
 
 
+@pytest.mark.server
 def test_export_and_the_seeds_query_against_a_real_server(server, summaries):
     from mlflow.tracking import MlflowClient
 
@@ -216,14 +216,15 @@ def _runs_by_key(client, experiment: str) -> dict[str, list]:
     return out
 
 
-def test_a_changed_summary_replaces_what_was_logged(server, tmp_path):
+@pytest.mark.server
+def test_a_changed_summary_replaces_what_was_logged(server, tmp_path, config):
     """Export, re-summarise the run after its evidence changed (now invalid), export again:
     MLflow must show the new verdict and figures, once, not the old ones."""
     from mlflow.tracking import MlflowClient
 
     from rl_pipeline_bench.contract.summary import summarize_to_file
 
-    summary = _benchmark_summary(tmp_path)
+    summary = _benchmark_summary(tmp_path, config)
     args = ["--summaries", str(summary), "--experiment", "stale-verdict"]
     first = _export(server, tmp_path, *args)
     assert [r["action"] for r in first["runs"]] == ["logged"]
@@ -264,6 +265,7 @@ def _concurrent_exports(uri: str, tmp: Path, experiment: str, n: int = 3) -> lis
     return [json.loads((tmp / f"concurrent-{experiment}-{i}.json").read_text()) for i in range(n)]
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("store", ["fresh-sqlite", "server"])
 def test_concurrent_exports_log_each_key_once(server, summaries, tmp_path, store):
     from mlflow.tracking import MlflowClient
@@ -281,7 +283,8 @@ def test_concurrent_exports_log_each_key_once(server, summaries, tmp_path, store
     assert actions == ["kept"] * 6 + ["logged"] * 3, actions
 
 
-def test_a_duplicate_from_a_racing_export_on_another_host_is_removed(server, tmp_path):
+@pytest.mark.server
+def test_a_duplicate_from_a_racing_export_on_another_host_is_removed(server, tmp_path, config):
     """The lock serialises exports on one host only; an export from another host that logged the
     same key and digest meanwhile (made here by hand, as that host's exporter would) leaves one run."""
     from mlflow.tracking import MlflowClient
@@ -289,7 +292,7 @@ def test_a_duplicate_from_a_racing_export_on_another_host_is_removed(server, tmp
     from rl_pipeline_bench.tracking import mlflow_export
     from rl_pipeline_bench.tracking.records import benchmark_record
 
-    summary = _benchmark_summary(tmp_path)
+    summary = _benchmark_summary(tmp_path, config)
     args = ["--summaries", str(summary), "--experiment", "racing-host"]
     (first,) = _export(server, tmp_path, *args)["runs"]
     client = MlflowClient(server)

@@ -6,6 +6,7 @@ import json
 import secrets
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -150,6 +151,10 @@ def test_lease_survivor_command_lines_are_scrubbed():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--token", f"{MARK}Survivor0032",
                               f"ghp_{MARK}SurvivorArg0000000000000033"])
     try:
+        # Until the child has exec'd, its command line is still the forking parent's.
+        deadline = time.monotonic() + 30
+        while "time.sleep(30)" not in " ".join(psutil.Process(child.pid).cmdline()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         described = procs.describe(psutil.Process(child.pid))
         assert described["pid"] == child.pid and "time.sleep(30)" in described["cmdline"]
         assert MARK not in described["cmdline"], described

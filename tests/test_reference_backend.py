@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from rl_pipeline_bench.backends.reference.rollout import (
     CallResult, GroupResult, PolicyBoard, TrajectoryResult, banned_token_mask,
 )
 from rl_pipeline_bench.backends.reference.trainer import Trainer, acceptance, group_advantages, reward
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.contract.summary import summarize
 from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
@@ -40,9 +38,8 @@ def tokenizer(model_record):
     return policy.load_tokenizer(model_record["snapshot_path"])
 
 
-def make_ctx(tmp_path, record, workload="multi_turn", n_updates=3, config=None, extra=0):
+def make_ctx(config, tmp_path, record, workload="multi_turn", n_updates=3, extra=0):
     """A RunContext training n_updates; the plan offers `extra` more updates after them."""
-    config = config or load_config()
     suite = get_suite(config, "smoke")
     spec = wl.load_workload(config, workload, suite["scale"])
     plan = wl.offered_plan(spec, config["seed"], n_updates + extra)
@@ -104,8 +101,8 @@ def test_acceptance_rejects_stale_and_wrong_length_groups():
     assert not ok and "produced 2 tokens, forced 3" in why
 
 
-def test_stale_group_is_recorded_and_never_trained_on(model_record, tokenizer, tmp_path):
-    ctx = make_ctx(tmp_path, model_record)
+def test_stale_group_is_recorded_and_never_trained_on(config, model_record, tokenizer, tmp_path):
+    ctx = make_ctx(config, tmp_path, model_record)
     model = policy.load_base_model(model_record["snapshot_path"], torch.device("cpu"))
     model = policy.apply_lora(model, policy.plan_lora(model, 8, 32))
     params = policy.adapter_parameters(model)
@@ -128,8 +125,8 @@ def test_stale_group_is_recorded_and_never_trained_on(model_record, tokenizer, t
     assert ev.updates[["update", "accepted_trajectories", "assistant_tokens", "policy_version"]].values.tolist() == [[7, 0, 0, 7]]
 
 
-def test_short_run_writes_evidence_v1(model_record, tmp_path):
-    ctx = make_ctx(tmp_path, model_record, "multi_turn", 3)
+def test_short_run_writes_evidence_v1(config, model_record, tmp_path):
+    ctx = make_ctx(config, tmp_path, model_record, "multi_turn", 3)
     reference.run(ctx)
     ctx.writer.finish("completed")
     ev = read_evidence(ctx.writer.path)
@@ -180,8 +177,8 @@ def test_short_run_writes_evidence_v1(model_record, tmp_path):
     assert manifest["reference"]["sampling"].endswith(SAMPLER)
 
 
-def test_extra_offered_work_keeps_generation_going_and_is_never_accepted(model_record, tmp_path):
-    ctx = make_ctx(tmp_path, model_record, "tool_history", 3, extra=2)
+def test_extra_offered_work_keeps_generation_going_and_is_never_accepted(config, model_record, tmp_path):
+    ctx = make_ctx(config, tmp_path, model_record, "tool_history", 3, extra=2)
     reference.run(ctx)
     ctx.writer.finish("completed")
     ev = read_evidence(ctx.writer.path)
@@ -195,10 +192,9 @@ def test_extra_offered_work_keeps_generation_going_and_is_never_accepted(model_r
     assert summary["counts"]["accepted_trajectories"] == 3 * ctx.spec.trajectories_per_update
 
 
-def test_zero_policy_age_limit_makes_rollout_wait(model_record, tmp_path):
-    config = copy.deepcopy(load_config())
+def test_zero_policy_age_limit_makes_rollout_wait(config, model_record, tmp_path):
     config["reference"]["max_policy_age"] = 0
-    ctx = make_ctx(tmp_path, model_record, "long_generation", 3, config)
+    ctx = make_ctx(config, tmp_path, model_record, "long_generation", 3)
     reference.run(ctx)
     ctx.writer.finish("completed")
     ev = read_evidence(ctx.writer.path)
@@ -210,17 +206,17 @@ def test_zero_policy_age_limit_makes_rollout_wait(model_record, tmp_path):
     assert all(first_start[u] >= trained[u - 1] for u in (2, 3))
 
 
-def test_broken_snapshot_path_raises(model_record, tmp_path):
+def test_broken_snapshot_path_raises(config, model_record, tmp_path):
     broken = dict(model_record, snapshot_path=str(tmp_path / "no-such-snapshot"))
-    ctx = make_ctx(tmp_path, broken)
+    ctx = make_ctx(config, tmp_path, broken)
     with pytest.raises(ReferenceBackendError, match="does not exist"):
         reference.run(ctx)
     ctx.writer.finish("failed", error="broken snapshot")
 
 
-def test_altered_snapshot_raises(model_record, tmp_path):
+def test_altered_snapshot_raises(config, model_record, tmp_path):
     altered = dict(model_record, files=dict(model_record["files"], **{"config.json": "0" * 64}))
-    ctx = make_ctx(tmp_path, altered)
+    ctx = make_ctx(config, tmp_path, altered)
     with pytest.raises(ReferenceBackendError, match="config.json"):
         reference.run(ctx)
     ctx.writer.finish("failed", error="altered snapshot")
@@ -232,7 +228,7 @@ def test_pick_devices():
         policy.pick_devices("tpu")
 
 
-def test_trainer_failure_raises_and_keeps_generated_calls(model_record, tmp_path, monkeypatch):
+def test_trainer_failure_raises_and_keeps_generated_calls(config, model_record, tmp_path, monkeypatch):
     from rl_pipeline_bench.backends.reference import trainer as trainer_mod
 
     original = trainer_mod.Trainer.train_update
@@ -243,7 +239,7 @@ def test_trainer_failure_raises_and_keeps_generated_calls(model_record, tmp_path
         return original(self, update, groups)
 
     monkeypatch.setattr(trainer_mod.Trainer, "train_update", failing)
-    ctx = make_ctx(tmp_path, model_record, "long_generation", 3)
+    ctx = make_ctx(config, tmp_path, model_record, "long_generation", 3)
     with pytest.raises(RuntimeError, match="trainer broke on purpose"):
         reference.run(ctx)
     ctx.writer.finish("failed", error="trainer broke on purpose")
@@ -259,7 +255,7 @@ def test_trainer_failure_raises_and_keeps_generated_calls(model_record, tmp_path
     assert json.loads((ctx.writer.path / "manifest.json").read_text())["status"] == "failed"
 
 
-def test_rollout_failure_raises(model_record, tmp_path, monkeypatch):
+def test_rollout_failure_raises(config, model_record, tmp_path, monkeypatch):
     original = Decoder.decode
     calls = {"n": 0}
 
@@ -270,9 +266,8 @@ def test_rollout_failure_raises(model_record, tmp_path, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Decoder, "decode", failing)
-    config = copy.deepcopy(load_config())
     config["reference"]["max_policy_age"] = 0  # update 2 starts only after update 1 was published
-    ctx = make_ctx(tmp_path, model_record, "long_generation", 3, config)
+    ctx = make_ctx(config, tmp_path, model_record, "long_generation", 3)
     with pytest.raises(RuntimeError, match="rollout broke on purpose"):
         reference.run(ctx)
     ctx.writer.finish("failed", error="rollout broke on purpose")
@@ -280,7 +275,8 @@ def test_rollout_failure_raises(model_record, tmp_path, monkeypatch):
     assert ev.updates["update"].tolist() == [1]
 
 
-def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(model_record, tmp_path):
+@pytest.mark.e2e
+def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(config, model_record, tmp_path):
     """A real `bench run` killed with SIGKILL mid-way: every update on disk is whole and readable,
     with all of its offered calls and its trainer interval, and the summary names why it is invalid."""
     import os
@@ -313,7 +309,6 @@ def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(m
     assert ev.problems == [] and ev.manifest["status"] == "running"
     k = len(ev.updates)
     assert k >= landed and ev.updates["update"].tolist() == list(range(1, k + 1))
-    config = load_config()
     spec = wl.load_workload(config, "tool_history", get_suite(config, "smoke")["scale"])
     plan = wl.offered_plan(spec, config["seed"], 20)
     keys = ["update", "group", "trajectory", "call"]

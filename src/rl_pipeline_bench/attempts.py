@@ -1,4 +1,4 @@
-"""The attempts index: one JSON line per event of every benchmark attempt (results/attempts.jsonl).
+"""The attempts index: one JSON line per event of every benchmark attempt (paths.ATTEMPTS_INDEX).
 
 The runner appends `started` when it has created an evidence directory and `finished`
 when the run ended (completed or failed); the summarize_run rule appends `summarized`
@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .paths import ATTEMPTS_INDEX, EVIDENCE_ROOT
+
 EVENT_SCHEMA = "rl-bench/attempt-event/v1"
-INDEX_NAME = "attempts.jsonl"
 EVENTS = ("started", "finished", "summarized")
 
 
 def index_for(evidence_root: Path | str) -> Path:
-    """The index beside an evidence root: results/evidence -> results/attempts.jsonl."""
-    return Path(evidence_root).parent / INDEX_NAME
+    """The index beside an evidence root, as in the layout (rl_pipeline_bench.paths): evidence root
+    `x/evidence` -> `x/attempts.jsonl`."""
+    return Path(evidence_root).parent / Path(ATTEMPTS_INDEX).relative_to(Path(EVIDENCE_ROOT).parent)
 
 
 def _open_index(index: Path, flags: int) -> int:

@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterable
 
+from .. import paths
 from ..configfile import ConfigError
 from .records import Record
 
@@ -39,7 +40,7 @@ KIND_TAG = "rl_bench.kind"
 DIGEST_TAG = "rl_bench.digest"
 #: How long an export waits for another export to the same store to finish.
 LOCK_TIMEOUT_S = 900.0
-DEFAULT_STORE = Path("results/mlflow")
+DEFAULT_STORE = Path(paths.MLFLOW_STORE)
 BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch call
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ... import paths
 from ...snapshots import SnapshotError, verify_record
 from . import policy
 from .policy import ReferenceBackendError
@@ -37,7 +38,7 @@ def _snapshot_path(model: dict[str, Any]) -> Path:
         raise ReferenceBackendError("the model identity record has no snapshot_path")
     path = Path(raw)
     if not path.is_dir():
-        raise ReferenceBackendError(f"model snapshot {path} does not exist (rebuild results/models/{model.get('model', 'MODEL')}.json)")
+        raise ReferenceBackendError(f"model snapshot {path} does not exist (rebuild {paths.model_record(model.get('model', 'MODEL'))})")
     if not (path / "config.json").is_file():
         raise ReferenceBackendError(f"model snapshot {path} has no config.json")
     if model.get("files") and model.get("hf_home") and model.get("repo_id") and model.get("revision"):

@@ -147,7 +147,7 @@ def _layout(context, html: Path, viewport: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def two_trial_report(tmp_path_factory):
+def two_trial_report(tmp_path_factory, fresh_config):
     """A report of two backends x two workloads x two trials (TEST FIXTURE evidence through the real
     EvidenceWriter and contract code): noise warnings in every row, ratios with intervals."""
     import sys
@@ -160,7 +160,7 @@ def two_trial_report(tmp_path_factory):
 
     ws = tmp_path_factory.mktemp("two_trials")
     suite, ev = "fixture2", ws / "results" / "evidence"
-    spec = _spec(suite, BACKENDS)
+    spec = _spec(fresh_config(), suite, BACKENDS)
     summaries = trial_summaries(ws, spec, (1, 2), 0.08)
     index = ws / "results" / "attempts.jsonl"
     seed_index(ev, index)

@@ -41,12 +41,12 @@ def _need_latexmk() -> None:
 
 
 @pytest.fixture(scope="module")
-def paper(tmp_path_factory):
+def paper(tmp_path_factory, fresh_config):
     """Two backends x two workloads x three trials (art 3 s/update, skyrl 2 s/update, a little
     noise per trial); skyrl/long_generation trial 3 breaks a forced length."""
     ws = tmp_path_factory.mktemp("paper")
     suite = "fixture2"
-    spec = _spec(suite, BACKENDS)
+    spec = _spec(fresh_config(), suite, BACKENDS)
     ev = ws / "results" / "evidence"
 
     def calls_for(b, w, t, completed):

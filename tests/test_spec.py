@@ -54,8 +54,11 @@ def test_spec_holds_every_resolved_setting(config):
     lambda c: c["probes"]["telemetry"].update(interval_s=0.5),
     lambda c: c["suites"]["smoke"]["probes"]["storage"].update(size_bytes=1 << 20),
     lambda c: c["probes"]["allreduce"].update(min_bytes=16),
+    lambda c: c["probes"]["storage"].update(directory="/mnt/elsewhere"),
+    lambda c: c["probes"]["checkpoint"].update(directory="/mnt/elsewhere"),
 ], ids=["scale", "trials", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale",
-        "telemetry-off", "telemetry-interval", "storage-size", "allreduce-min-bytes"])
+        "telemetry-off", "telemetry-interval", "storage-size", "allreduce-min-bytes", "storage-directory",
+        "checkpoint-directory"])
 def test_settings_that_change_the_work_change_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -67,11 +70,9 @@ def test_settings_that_change_the_work_change_the_hash(config, edit):
     lambda c: c["workloads"]["tool_history"].update(description="other words"),
     lambda c: c["suites"]["comparison"].update(scale=0.5),
     lambda c: c.update(hf_cache="/elsewhere"),
-    lambda c: c["probes"]["storage"].update(directory="/mnt/elsewhere"),
-    lambda c: c["probes"]["checkpoint"].update(directory="/mnt/elsewhere"),
+    lambda c: c["probes"]["storage"].update(timeout_s=60),
     lambda c: c["probes"]["allreduce"].update(timeout_s=60),
-], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-directory",
-        "checkpoint-directory", "allreduce-timeout"])
+], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-timeout", "allreduce-timeout"])
 def test_settings_that_do_not_change_the_work_keep_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -100,8 +101,11 @@ def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config
     for name in ("smoke", "reference_gpu", "comparison"):
         spec = check_spec(build_spec(config, name))
         assert spec.probes == probe_settings(config, config["suites"][name]), name
-        assert "directory" not in spec.settings["probes"]["storage"]  # where, not what: unhashed
-        assert spec.doc["about"]["probes"]["storage"]["directory"] == config["probes"]["storage"]["directory"]
+        # The scratch directory decides which filesystem is measured: hashed; the time limit is not.
+        assert spec.settings["probes"]["storage"]["directory"] == config["probes"]["storage"]["directory"]
+        assert spec.settings["probes"]["checkpoint"]["directory"] == config["probes"]["checkpoint"]["directory"]
+        assert "timeout_s" not in spec.settings["probes"]["storage"]
+        assert spec.doc["about"]["probes"]["storage"]["timeout_s"] == config["probes"]["storage"]["timeout_s"]
         assert check_spec(build_spec(spec.as_config(), name)).doc == spec.doc, name  # round trip
     smoke = check_spec(build_spec(config, "smoke")).settings["probes"]
     assert smoke["allreduce"]["backend"] == "gloo" and smoke["allreduce"]["world_size"] == 2
@@ -110,7 +114,8 @@ def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config
     hashed_allreduce = {k: v for k, v in config["probes"]["allreduce"].items() if k != "timeout_s"}
     assert gpu["allreduce"] == {**hashed_allreduce, "backend": "nccl", "world_size": 4}
     assert gpu["checkpoint"] == {"device": "cuda", "lora_rank": config["reference"]["lora_rank"],
-                                 "lora_alpha": config["reference"]["lora_alpha"]}
+                                 "lora_alpha": config["reference"]["lora_alpha"],
+                                 "directory": config["probes"]["checkpoint"]["directory"]}
 
 
 def test_edited_spec_file_is_refused_naming_both_hashes(config, tmp_path):

@@ -107,12 +107,15 @@ def _lease_fields() -> dict[str, Any]:
 
 def _slurm_fields() -> dict[str, Any]:
     """The SLURM job (id, node, allocation) this run executes in; None outside SLURM."""
-    from .slurm import SlurmAllocationError, current_job
+    from .slurm import SlurmAllocationError, current_job, unverified_reason
 
     try:
         job = current_job()
     except SlurmAllocationError as exc:  # recorded, not fatal: a CPU run needs no GPU ids
         return {"slurm": {"error": str(exc)}}
+    untrusted = unverified_reason(job) if job else None
+    if untrusted is not None:  # variables without a job: not recorded as one
+        return {"slurm": {"error": f"the environment names {job.describe()}, but {untrusted}"}}
     return {"slurm": job.to_dict() if job else None}
 
 

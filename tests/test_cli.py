@@ -46,3 +46,90 @@ def test_seed_one_liner_names_still_import():
     from rl_pipeline_bench.cli import ROOT, recipe_manifest, source_manifest  # noqa: F401
 
     assert callable(recipe_manifest) and callable(source_manifest)
+
+
+# --------------------------------------------------------------------------- one error handler
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+BENCH = str(Path(sys.executable).parent / "bench")
+
+
+def _bench(args: list[str], cwd: Path, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([BENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def bad_inputs(tmp_path) -> Path:
+    (tmp_path / "bad.json").write_text("not json")
+    (tmp_path / "nan.json").write_text('{"schema": "rl-bench/run-spec/v1", "id": "x", "hash": "y", '
+                                       '"settings": {"suite": "smoke", "trials": NaN}}')
+    (tmp_path / "dir").mkdir()
+    return tmp_path
+
+
+#: Bad input to each area's commands; every one used to end in a traceback (or two) or a non-error exit.
+BAD_CALLS = {
+    "report-missing-summary": ["report", "--summaries", "/nonexistent", "--plans", "/nonexistent", "--suite", "smoke"],
+    "summarize-run-not-json": ["summarize-run", "bad.json", "-o", "out.json"],
+    "spec-check-nan": ["spec", "check", "nan.json"],
+    "plan-nan-configfile": ["plan", "--configfile", "nan.json"],
+    "probe-flops-not-json": ["probe", "model-flops", "--model-record", "bad.json"],
+    "probe-summarize-run-missing": ["probe", "summarize-run", "/nonexistent", "--output", "o.json"],
+    "mlflow-summary-not-json": ["mlflow", "export", "--summaries", "bad.json", "--uri", "sqlite:///dir/x.db"],
+    "schema-missing": ["schema", "--schema", "/nonexistent"],
+    "attempts-index-is-dir": ["attempts", "list", "--index", "dir"],
+    "eval-spec-settings-not-json": ["eval", "spec", "--suite", "smoke", "--settings-json", "{"],
+    "write-plan-nan-spec": ["write-plan", "--spec", "nan.json", "--workload", "multi_turn", "--output", "o.parquet"],
+    "lease-slurm-superscript": ["lease", "run", "--gpus", "0", "--count", "1", "--", "true"],
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_CALLS))
+def test_every_command_fails_with_one_line_and_exit_2(bad_inputs, name):
+    env = {"SLURM_JOB_ID": "1", "SLURM_JOB_GPUS": "\u00b2"} if name.startswith("lease") else {}
+    proc = _bench(BAD_CALLS[name], bad_inputs, **env)
+    lines = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"bench {BAD_CALLS[name][0]}"), lines[0]
+    expected = 75 if name.startswith("lease") else 2  # a refused lease keeps the lease's own code
+    assert proc.returncode == expected, proc.stderr
+
+
+def test_debug_adds_the_traceback(bad_inputs):
+    proc = _bench(["--debug", *BAD_CALLS["report-missing-summary"]], bad_inputs)
+    assert proc.returncode == 2 and "Traceback" in proc.stderr and proc.stderr.count("Traceback") == 1
+    assert proc.stderr.strip().splitlines()[-1] == "bench report: summary /nonexistent does not exist"
+
+
+def test_a_usage_error_is_not_redacted(tmp_path):
+    proc = _bench(["plan", "--set", "nonsense"], tmp_path)
+    assert proc.returncode == 2 and "<redacted>" not in proc.stderr and "'nonsense'" in proc.stderr, proc.stderr
+    secret = _bench(["plan", "--set", "api_key=sk-" + "a" * 30, "--set", "x"], tmp_path)
+    assert "sk-aaaa" not in secret.stderr  # values shaped like secrets are still scrubbed
+
+
+@pytest.mark.parametrize("args", [["schema"], ["plan"]])
+def test_a_closed_pipe_is_not_a_traceback(tmp_path, args):
+    proc = subprocess.Popen([BENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc.stdout.close()  # the reader went away before anything was written (`bench schema | head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "BrokenPipe" not in err and "Traceback" not in err, err
+
+
+def test_ctrl_c_is_exit_130_without_traceback(tmp_path):
+    code = ("import sys, time; from rl_pipeline_bench import cli; import rl_pipeline_bench.commands.schema as s\n"
+            "def slow(args):\n    print('ready', flush=True); time.sleep(60)\n"
+            "s.cmd_schema = slow\nsys.exit(cli.main(['schema']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err

@@ -37,6 +37,13 @@ class ConfigError(ValueError):
     """Bad configuration; the message names the key and what is allowed."""
 
 
+def invalid_configuration(problems: list[str]) -> ConfigError:
+    """One problem on one line; several, one per line under a heading."""
+    if len(problems) == 1:
+        return ConfigError(f"invalid configuration: {problems[0]}")
+    return ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
 def read_config_file(path: Path | str) -> dict[str, Any]:
     """A config file as a mapping: JSON first, then YAML, like Snakemake's own loader; ConfigError otherwise."""
     path = Path(path)
@@ -127,13 +134,13 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
         raise ConfigError(f"{NOT_A_MAPPING} (got a {type(config).__name__})")
     non_finite = _non_finite(config)
     if non_finite:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(non_finite))
+        raise invalid_configuration(non_finite)
     schema = config_schema(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         name_pattern = schema.get("$defs", {}).get("name", {}).get("pattern")
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(_format_schema_error(e, name_pattern) for e in errors))
+        raise invalid_configuration([_format_schema_error(e, name_pattern) for e in errors])
     problems: list[str] = []
     if config["suite"] not in config["suites"]:
         problems.append(
@@ -178,7 +185,7 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
         if model["source"] == "local" and "build_config" not in model:
             problems.append(f"config key 'models/{name}/build_config': a local model needs its build config")
     if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+        raise invalid_configuration(problems)
     return config
 
 

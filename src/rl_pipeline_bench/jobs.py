@@ -21,7 +21,10 @@ log = logging.getLogger("rl_pipeline_bench.jobs")
 
 @contextlib.contextmanager
 def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
-    """Send the package's log records to `path` (or stderr); record a failure's traceback there."""
+    """Send the package's log records to `path` (or stderr); record a failure's traceback in the file.
+
+    On stderr the failure is left to the `bench` error handler, which prints it once as one line.
+    """
     if path is None:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
     else:
@@ -36,7 +39,8 @@ def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
     try:
         yield log
     except Exception:
-        log.exception("job failed")
+        if path is not None:
+            log.exception("job failed")
         raise
     finally:
         root.removeHandler(handler)

@@ -9,7 +9,7 @@ import pytest
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
-from rl_pipeline_bench.config import get_suite, load_config
+from rl_pipeline_bench.config import ConfigError, get_suite, load_config
 from rl_pipeline_bench.spec import (
     SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
 )
@@ -195,3 +195,73 @@ def test_summarize_run_refuses_evidence_of_another_spec_naming_both(config, tmp_
         err = capsys.readouterr().err
         assert "feedfeedfeed" in err and spec.hash in err, err
         assert not out.exists(), "no summary is written for evidence of another spec"
+
+
+# --------------------------------------------------------------------------- a forged spec file
+
+def _forge(config, tmp_path, edit):
+    """A spec file whose settings were edited and whose hash and id were recomputed to match."""
+    doc = build_spec(config, "smoke")
+    edit(doc["settings"])
+    try:
+        doc["hash"] = settings_hash(doc["settings"])
+    except ValueError:  # NaN: no hash can be recomputed; the file keeps the old one
+        pass
+    doc["id"] = f"smoke-{doc['hash']}"
+    path = tmp_path / f"{doc['id']}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+FORGERIES = {
+    "trials-negative": (lambda s: s.update(trials=-1), "settings/trials"),
+    "trials-float": (lambda s: s.update(trials=1.0), "settings/trials"),
+    "trials-huge": (lambda s: s.update(trials=10 ** 12), "settings/trials"),
+    "scale-50": (lambda s: s["workload_scale"].update(multi_turn=50), "settings/workload_scale/multi_turn"),
+    "warmup-0": (lambda s: s["contract"].update(warmup_updates=0), "settings/contract/warmup_updates"),
+    "unknown-key": (lambda s: s.update(surprise=1), "surprise"),
+    "workload-dotdot": (lambda s: s.update(workloads=["../../x"]), "settings/workloads/0"),
+    "model-hash": (lambda s: s["model"].update(build_config_sha256="0" * 64), "build_config_sha256"),
+    "nan": (lambda s: s["contract"].update(extra_offered_updates=float("nan")), "settings/contract/extra_offered_updates"),
+    "headline-over-measured": (lambda s: s["contract"].update(headline_updates=99), "headline_updates"),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_a_forged_spec_with_a_recomputed_hash_is_refused(config, tmp_path, capsys, name):
+    import time
+
+    edit, key = FORGERIES[name]
+    path = _forge(config, tmp_path, edit)
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert key in str(err.value) and str(path) in str(err.value), str(err.value)
+    for argv in (["spec", "check", str(path)], ["plan", "--spec", str(path)],
+                 ["write-plan", "--spec", str(path), "--workload", "multi_turn", "--output", str(tmp_path / "p.parquet")]):
+        started = time.monotonic()
+        assert bench(argv) == 2, argv
+        assert time.monotonic() - started < 10, argv  # trials 10**12 is refused, not planned
+        err_text = capsys.readouterr().err
+        assert key in err_text and "Traceback" not in err_text, err_text
+    assert not (tmp_path / "p.parquet").exists()
+
+
+def test_every_count_of_the_schema_has_a_maximum():
+    """Counts are bounded (docs/run-spec.md, "Bounds"), so a typo is refused instead of exhausting memory."""
+    from rl_pipeline_bench.config import config_schema
+
+    unbounded = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            if "integer" in ([node["type"]] if isinstance(node.get("type"), str) else node.get("type") or []) \
+                    and "maximum" not in node and "enum" not in node:
+                unbounded.append(where)
+            for k, v in node.items():
+                walk(v, f"{where}/{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}/{i}")
+
+    walk(config_schema(), "")
+    assert unbounded == [], unbounded

@@ -67,14 +67,14 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
     return data
 
 
-def _non_finite(obj: Any, path: tuple = ()) -> list[str]:
+def non_finite_keys(obj: Any, path: tuple = ()) -> list[str]:
     """Keys whose value is NaN or infinite (JSON schema bounds let NaN through: every comparison is false)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return [f"config key '{'/'.join(map(str, path)) or '(top level)'}': {obj} is not a finite number"]
     if isinstance(obj, dict):
-        return [p for k, v in obj.items() for p in _non_finite(v, (*path, k))]
+        return [p for k, v in obj.items() for p in non_finite_keys(v, (*path, k))]
     if isinstance(obj, (list, tuple)):
-        return [p for i, v in enumerate(obj) for p in _non_finite(v, (*path, i))]
+        return [p for i, v in enumerate(obj) for p in non_finite_keys(v, (*path, i))]
     return []
 
 
@@ -118,6 +118,19 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     return schema
 
 
+#: JSON Schema counts 1.0 as an integer; a count given as 1.0 would then reach range() and fail there.
+_StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)),
+)
+
+
+def schema_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator of `schema` whose integers are ints (never 1.0, never True)."""
+    return _StrictValidator(schema)
+
+
 @functools.lru_cache(maxsize=None)
 def safe_name_regex(schema_path: Path | str = SCHEMA_PATH) -> str:
     """The safe-name pattern of the schema (`$defs/name`), unanchored, for Snakemake wildcard constraints.
@@ -132,11 +145,11 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
     """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key."""
     if not isinstance(config, dict):
         raise ConfigError(f"{NOT_A_MAPPING} (got a {type(config).__name__})")
-    non_finite = _non_finite(config)
+    non_finite = non_finite_keys(config)
     if non_finite:
         raise invalid_configuration(non_finite)
     schema = config_schema(schema_path)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schema_validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         name_pattern = schema.get("$defs", {}).get("name", {}).get("pattern")

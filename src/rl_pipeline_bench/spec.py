@@ -236,6 +236,9 @@ def load_spec(path: Path | str) -> RunSpec:
                         "(`uv run snakemake --cores 1 results/specs/SUITE-HASH.json`, see `bench plan`)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecError(f"run spec {path} is not readable JSON: {exc}") from None
+    from .spec_schema import validate_spec_settings
+
+    validate_spec_settings(doc, where=f"run spec {path}")  # a recomputed hash proves nothing about the values
     spec = check_spec(doc, where=f"run spec {path}")
     named = SPEC_ID.match(path.stem)
     if named and path.stem != spec.id:

@@ -17,11 +17,11 @@ CONFIG_SCHEMA = {
     "additionalProperties": False,
     "description": "Reference backend settings (the embedded, runs-anywhere pipeline).",
     "properties": {
-        "lora_rank": {"type": "integer", "minimum": 1},
+        "lora_rank": {"type": "integer", "minimum": 1, "maximum": 4096},
         "lora_alpha": {"type": "number", "exclusiveMinimum": 0},
-        "max_policy_age": {"type": "integer", "minimum": 0},
+        "max_policy_age": {"type": "integer", "minimum": 0, "maximum": 1000},
         "learning_rate": {"type": "number", "exclusiveMinimum": 0},
-        "torch_threads": {"type": "integer", "minimum": 1},
+        "torch_threads": {"type": "integer", "minimum": 1, "maximum": 1024},
     },
 }
 

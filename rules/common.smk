@@ -8,6 +8,7 @@
 import shlex
 
 from rl_pipeline_bench.config import ConfigError, get_suite, safe_name_regex, validate_config
+from rl_pipeline_bench.evidence_digest import edited_evidence
 from rl_pipeline_bench.spec import SPEC_ID_PATTERN, SpecError, build_spec, load_spec
 
 try:

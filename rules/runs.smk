@@ -47,6 +47,10 @@ rule summarize_run:
         run=rules.run_benchmark.output[0],
         spec=ancient(rules.run_spec.output[0]),
         card=flops_card,
+        # None until the evidence differs from the digest run.json recorded; then the edited files,
+        # which changes the input set (a rerun trigger), so the summary is made again
+        # (the evidence is no declared file; see evidence_digest.py).
+        edited=lambda wc: edited_evidence(f"results/runs/{wc.spec}/{wc.backend}/{wc.workload}/trial{wc.trial}/run.json"),
     output:
         summary="results/runs/{spec}/{backend}/{workload}/trial{trial}/summary.json",
         infra="results/runs/{spec}/{backend}/{workload}/trial{trial}/infra.json",

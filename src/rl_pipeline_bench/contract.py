@@ -555,7 +555,12 @@ def summarize(evidence_dir: Path | str, run_record: Mapping[str, Any] | None = N
 
     run_record: the run.json that points at the directory; it must name the same run.
     """
-    return summarize_evidence(read_evidence(evidence_dir), run_record)
+    from .evidence_digest import evidence_digest, seal
+
+    digest = evidence_digest(evidence_dir)  # the bytes about to be read: the report re-checks them
+    summary = summarize_evidence(read_evidence(evidence_dir), run_record)
+    summary["evidence_digest"] = digest
+    return seal(summary)
 
 
 def summarize_to_file(evidence_dir: Path | str, out_path: Path | str,

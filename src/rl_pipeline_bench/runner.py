@@ -284,6 +284,8 @@ def _record_run(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, 
 
 def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,
                     trial: int, replace: bool = False) -> None:
+    from .evidence_digest import evidence_digest
+
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence_dir = Path(evidence_dir).resolve()
     cwd = Path.cwd().resolve()
@@ -300,5 +302,7 @@ def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSp
         "backend": backend,
         "workload": workload,
         "trial": trial,
+        # The evidence as the run left it: the summarize rule compares against it (evidence_digest.edited_evidence).
+        "evidence_digest": evidence_digest(evidence_dir),
     }
     atomic_write_json(path, record, replace=replace)

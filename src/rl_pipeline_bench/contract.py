@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import reconcile
+from . import plan_identity
 from .evidence import Evidence, atomic_write_json, read_evidence
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
@@ -71,6 +72,7 @@ REASON_CODES: dict[str, str] = {
     "trainer_ranks_unexpected": "a trainer interval comes from a rank the contract does not expect",
     "window_nonpositive": "a measurement window or trainer union is zero or negative",
     **reconcile.REASON_CODES,
+    **plan_identity.REASON_CODES,
 }
 
 
@@ -475,6 +477,7 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
     manifest = ev.manifest
     m = manifest or {}
     identity = reconcile.check_identity(manifest, ev.path, reasons)
+    plan_identity.check_plan_identity(manifest, ev.calls, ev.path, reasons)  # a relabelled run is not its label's run
     if run_record is not None:
         reconcile.check_run_record(run_record, manifest, ev.path, reasons)
     settings, contract = _settings_from_manifest(manifest, reasons)

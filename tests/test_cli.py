@@ -133,3 +133,31 @@ def test_ctrl_c_is_exit_130_without_traceback(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+@pytest.mark.parametrize("args", [["spec", "check", "fifo"], ["plan", "--spec", "fifo"],
+                                  ["attempts", "list", "--index", "fifo"], ["summarize-run", "fifo", "-o", "o.json"],
+                                  ["report", "--summaries", "fifo", "--plans", "p", "--suite", "smoke"],
+                                  ["plan", "--config", "fifo"]],
+                         ids=["spec-check", "plan-spec", "attempts-list", "summarize-run", "report", "plan-config"])
+def test_a_fifo_is_refused_not_read(tmp_path, args):
+    """Reading a FIFO nobody writes blocks forever; every reader refuses one by name."""
+    os.mkfifo(tmp_path / "fifo")
+    proc = _bench(args, tmp_path)  # the 120 s timeout of _bench fails the test on a hang
+    assert proc.returncode == 2 and "fifo is not a regular file" in proc.stderr, proc.stderr
+
+
+def test_mlflow_export_to_a_directory_store_fails_at_once(tmp_path):
+    (tmp_path / "results").mkdir()
+    started = time.monotonic()
+    proc = _bench(["mlflow", "export", "--results", "results", "--uri", f"sqlite:///{tmp_path}"], tmp_path)
+    assert time.monotonic() - started < 30  # MLflow itself retried such a store for more than 90 s
+    assert proc.returncode == 2 and "is not a regular file" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args", [["attempts", "seed", "--evidence-root", "/nonexistent", "--output", "o.jsonl"],
+                                  ["mlflow", "export", "--results", "/nonexistent"]], ids=["attempts-seed", "mlflow"])
+def test_a_missing_input_directory_is_an_error(tmp_path, args):
+    proc = _bench(args, tmp_path)
+    assert proc.returncode == 2 and "/nonexistent" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "o.jsonl").exists() and not Path("/nonexistent").exists()

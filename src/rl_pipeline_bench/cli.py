@@ -107,8 +107,8 @@ def _report_failure(command: str, exc: BaseException, debug: bool) -> None:
 
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
-    own = type(exc).__module__.startswith(__package__)
-    hint = "" if debug or own else " (`bench --debug ...` shows the traceback)"
+    named = type(exc).__module__.startswith(__package__) or (isinstance(exc, OSError) and exc.filename is not None)
+    hint = "" if debug or named else " (`bench --debug ...` shows the traceback)"
     print(f"{command}: {redact_text(describe_error(exc))}{hint}", file=sys.stderr)
 
 

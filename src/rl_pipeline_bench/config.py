@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .paths import CONFIG_PATH, SCHEMA_PATH
+from .paths import CONFIG_PATH, SCHEMA_PATH, NotARegularFile, require_regular_file
 
 WORKLOADS = ("multi_turn", "long_generation", "tool_history", "multi_turn_salted")
 
@@ -48,9 +48,12 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
     """A config file as a mapping: JSON first, then YAML, like Snakemake's own loader; ConfigError otherwise."""
     path = Path(path)
     try:
+        require_regular_file(path, "config file")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except NotARegularFile as exc:
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from None
     try:

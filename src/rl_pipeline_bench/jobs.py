@@ -19,6 +19,10 @@ from typing import Any, Iterator
 log = logging.getLogger("rl_pipeline_bench.jobs")
 
 
+class RunRecordError(ValueError):
+    """A run.json that cannot be read or does not point at evidence; the message names it."""
+
+
 @contextlib.contextmanager
 def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
     """Send the package's log records to `path` (or stderr); record a failure's traceback in the file.
@@ -57,16 +61,18 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
     """
     from . import attempts
     from .contract import summarize_to_file
+    from .paths import require_regular_file
 
     run_json = Path(run_json)
     with job_log(log_path):
         try:
+            require_regular_file(run_json, "run record")
             record = json.loads(run_json.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{run_json}: not a readable run record ({exc})") from None
+            raise RunRecordError(f"{run_json}: not a readable run record ({exc})") from None
         evidence_dir = record.get("evidence_dir") if isinstance(record, dict) else None
         if not evidence_dir:
-            raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+            raise RunRecordError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
         if spec_path is not None:
             check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)

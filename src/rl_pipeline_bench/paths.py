@@ -19,3 +19,18 @@ def results_dir(root: Path | None = None) -> Path:
 
 def evidence_root(root: Path | None = None) -> Path:
     return results_dir(root) / "evidence"
+
+
+class NotARegularFile(ValueError):
+    """An input path that exists but is a FIFO, socket, device or directory: reading it would block or fail."""
+
+
+def require_regular_file(path: Path | str, what: str) -> None:
+    """Refuse `path` when it exists but is not a regular file (a FIFO would block the reader forever).
+
+    A missing path passes: each reader names that itself.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file (a FIFO, socket or device)"
+        raise NotARegularFile(f"{what} {path} is {kind}")

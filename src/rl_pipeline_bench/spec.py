@@ -228,9 +228,14 @@ def check_spec(doc: Any, where: str = "spec") -> RunSpec:
 
 def load_spec(path: Path | str) -> RunSpec:
     """Read and check a spec file; a file named like a spec id must carry that id's hash."""
+    from .paths import NotARegularFile, require_regular_file
+
     path = Path(path)
     try:
+        require_regular_file(path, "run spec")
         doc = json.loads(path.read_text(encoding="utf-8"))
+    except NotARegularFile as exc:
+        raise SpecError(str(exc)) from None
     except FileNotFoundError:
         raise SpecError(f"run spec {path} does not exist; the workflow writes it "
                         "(`uv run snakemake --cores 1 results/specs/SUITE-HASH.json`, see `bench plan`)") from None

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..attempts import Attempt, read_attempts, unindexed_dirs
+from ..paths import NotARegularFile, require_regular_file
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
 
@@ -88,7 +89,10 @@ def load_summary(path: Path | str) -> dict[str, Any]:
     """
     path = Path(path)
     try:
+        require_regular_file(path, "summary")
         data = json.loads(path.read_text(encoding="utf-8"))
+    except NotARegularFile as exc:
+        raise ReportInputError(str(exc)) from None
     except FileNotFoundError:
         raise ReportInputError(f"summary {path} does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -161,3 +161,19 @@ def test_a_missing_input_directory_is_an_error(tmp_path, args):
     proc = _bench(args, tmp_path)
     assert proc.returncode == 2 and "/nonexistent" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "o.jsonl").exists() and not Path("/nonexistent").exists()
+
+
+def test_report_statistics_options_are_checked_like_the_config_keys(tmp_path):
+    proc = _bench(["report", "--cv-bound", "nan", "--bootstrap-resamples", "-5", "--confidence", "7",
+                   "--min-trials", "-3", "--suite", "smoke", "--summaries", "s.json", "--plans", "p.parquet"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    for words in ("--cv-bound nan: not a finite number", "--min-trials -3", "--confidence 7.0",
+                  "--bootstrap-resamples -5"):
+        assert words in proc.stderr, proc.stderr
+
+
+def test_a_negative_memory_threshold_is_refused_as_such(tmp_path):
+    proc = _bench(["lease", "run", "--gpus", "0", "--count", "1", "--memory-threshold-mib", "-5", "--", "true"],
+                  tmp_path, RL_BENCH_LOCK_DIR=str(tmp_path / "locks"))
+    assert proc.returncode == 75 and "--memory-threshold-mib -5: -5 is less than the minimum of 0" in proc.stderr, \
+        proc.stderr

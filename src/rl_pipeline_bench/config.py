@@ -221,6 +221,20 @@ def _probe_problems(config: dict[str, Any]) -> list[str]:
     return problems
 
 
+def check_options(values: dict[str, Any], section: str, flags: dict[str, str]) -> None:
+    """Command-line values that stand for keys of a config section (`statistics`, `lease`), checked
+    by that section's schema entries, so a flag and the config key refuse the same values."""
+    props = config_schema()["properties"][section]["properties"]
+    problems = []
+    for key, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{flags[key]} {value}: not a finite number")
+            continue
+        problems += [f"{flags[key]} {value!r}: {e.message}" for e in schema_validator(props[key]).iter_errors(value)]
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None,
                 configfiles: Iterable[Path | str] = ()) -> dict[str, Any]:
     """Read config.yaml, merge configfiles over it, apply top-level overrides, validate.

@@ -265,3 +265,43 @@ def test_every_count_of_the_schema_has_a_maximum():
 
     walk(config_schema(), "")
     assert unbounded == [], unbounded
+
+
+# --------------------------------------------------------------------------- the model a run is given
+
+def _local_record(config, tmp_path, **build_edits):
+    """A model identity record whose snapshot says it was built from the smoke model's build config (edited)."""
+    from rl_pipeline_bench.paths import ROOT
+    from rl_pipeline_bench.reference_model import BUILD_RECORD, load_build_config
+
+    model = config["models"]["reference-tiny-qwen3moe"]
+    snap = tmp_path / f"snapshot-{len(list(tmp_path.glob('snapshot-*')))}"
+    snap.mkdir()
+    built = {**load_build_config(ROOT / model["build_config"]), **build_edits}
+    (snap / BUILD_RECORD).write_text(json.dumps({"schema": "rl-bench/reference-build/v1", "build_config": built}))
+    return {"model": "reference-tiny-qwen3moe", "source": "local", "repo_id": model["repo_id"],
+            "revision": "0" * 40, "snapshot_path": str(snap)}
+
+
+def test_a_run_refuses_a_model_record_that_is_not_the_specs_model(config, tmp_path, capsys):
+    from rl_pipeline_bench.model_identity import check_model_record
+
+    spec = check_spec(build_spec(config, "smoke"))
+    model = spec.settings["model"]
+    check_model_record(_local_record(config, tmp_path), model, "record")  # the spec's own model passes
+    for record, words in ((_local_record(config, tmp_path, init_std=0.5), "another build config"),
+                          ({**_local_record(config, tmp_path), "model": "qwen3.5-35b-a3b"}, "name 'qwen3.5-35b-a3b'"),
+                          ({**_local_record(config, tmp_path), "repo_id": "x/y"}, "repo_id 'x/y'")):
+        with pytest.raises(ConfigError, match=words):
+            check_model_record(record, model, "record")
+    hub = check_spec(build_spec(config, "comparison")).settings["model"]
+    with pytest.raises(ConfigError, match="revision 'f{40}', the spec pins"):
+        check_model_record({"model": hub["name"], "source": "hub", "repo_id": hub["repo_id"], "revision": "f" * 40},
+                           hub, "record")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_local_record(config, tmp_path, init_std=0.5)))
+    argv = ["run", "--suite", "smoke", "--backend", "reference", "--workload", "multi_turn", "--model-record",
+            str(other), "--evidence-root", str(tmp_path / "evidence"), "--plan", str(tmp_path / "none.parquet")]
+    assert bench(argv) == 2
+    assert "is not the model of the run spec" in capsys.readouterr().err
+    assert not (tmp_path / "evidence").exists(), "refused before any evidence is written"

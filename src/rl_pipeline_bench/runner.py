@@ -171,6 +171,9 @@ def execute_run(
     if not 1 <= trial <= suite["trials"]:
         raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for spec {run_spec.id}")
     model = load_model_record(Path(model_record))
+    from .model_identity import check_model_record
+
+    check_model_record(model, run_spec.settings["model"], f"model record {model_record}")  # the spec's model, no other
     spec, plan = offered_plan_for(run_spec, workload, plan_path)
     contract = dict(suite.contract)
     contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]

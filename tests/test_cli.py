@@ -177,3 +177,37 @@ def test_a_negative_memory_threshold_is_refused_as_such(tmp_path):
                   tmp_path, RL_BENCH_LOCK_DIR=str(tmp_path / "locks"))
     assert proc.returncode == 75 and "--memory-threshold-mib -5: -5 is less than the minimum of 0" in proc.stderr, \
         proc.stderr
+
+
+# TEST DOUBLES (labelled): this machine has the eval and mlflow extras installed; hiding their
+# modules in a child interpreter stands in for a machine without them.
+_WITHOUT = {
+    "eval": ("import importlib.util; real = importlib.util.find_spec; "
+             "importlib.util.find_spec = lambda n, *a: None if n.split('.')[0] in ('libero', 'robosuite', 'mujoco') "
+             "else real(n, *a); sys.modules['libero'] = None"),
+    "mlflow": "sys.modules['mlflow'] = None; sys.modules['mlflow.tracking'] = None",
+}
+
+
+@pytest.mark.parametrize("extra, argv, hint", [
+    ("eval", ["eval", "tasks", "--suite", "libero_10"], "uv sync --extra eval"),
+    ("mlflow", ["mlflow", "export", "--results", "results"], "uv sync --extra mlflow"),
+])
+def test_a_missing_extra_is_one_line_with_the_install_hint(tmp_path, extra, argv, hint):
+    (tmp_path / "results").mkdir()
+    code = f"import sys; {_WITHOUT[extra]}\nfrom rl_pipeline_bench import cli; sys.exit(cli.main({argv!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and hint in lines[0], proc.stderr
+
+
+def test_build_failure_is_printed_once(tmp_path):
+    proc = _bench(["build", "--backend", "art"], tmp_path, DOCKER_HOST=f"unix://{tmp_path}/no.sock")
+    assert proc.returncode == 1 and (proc.stdout + proc.stderr).count("bench build:") == 1, proc.stdout + proc.stderr
+
+
+def test_gpus_without_nvml_says_what_that_means_here(tmp_path):
+    proc = _bench(["gpus"], tmp_path)
+    if proc.returncode == 0:
+        pytest.skip("NVML answers on this machine")
+    assert "no NVIDIA driver here" in proc.stderr and "CPU suites" in proc.stderr, proc.stderr

@@ -72,6 +72,7 @@ def bad_inputs(tmp_path) -> Path:
     (tmp_path / "nan.json").write_text('{"schema": "rl-bench/run-spec/v1", "id": "x", "hash": "y", '
                                        '"settings": {"suite": "smoke", "trials": NaN}}')
     (tmp_path / "dir").mkdir()
+    (tmp_path / "evidence_int.json").write_text('{"evidence_dir": 5}')
     return tmp_path
 
 
@@ -89,6 +90,10 @@ BAD_CALLS = {
     "eval-spec-settings-not-json": ["eval", "spec", "--suite", "smoke", "--settings-json", "{"],
     "write-plan-nan-spec": ["write-plan", "--spec", "nan.json", "--workload", "multi_turn", "--output", "o.parquet"],
     "lease-slurm-superscript": ["lease", "run", "--gpus", "0", "--count", "1", "--", "true"],
+    "summarize-run-evidence-dir-int": ["summarize-run", "evidence_int.json", "-o", "out.json"],
+    "probe-storage-negative-size": ["probe", "storage", "--size-bytes", "-5", "--output", "o.json"],
+    "probe-allreduce-nan-timeout": ["probe", "allreduce", "--iters", "0", "--timeout", "nan", "--output", "o.json"],
+    "eval-checkpoints-missing": ["eval", "checkpoints", "/nonexistent"],
 }
 
 
@@ -155,12 +160,12 @@ def test_mlflow_export_to_a_directory_store_fails_at_once(tmp_path):
     assert proc.returncode == 2 and "is not a regular file" in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("args", [["attempts", "seed", "--evidence-root", "/nonexistent", "--output", "o.jsonl"],
-                                  ["mlflow", "export", "--results", "/nonexistent"]], ids=["attempts-seed", "mlflow"])
+@pytest.mark.parametrize("args", [["attempts", "seed", "--evidence-root", "missing", "--output", "o.jsonl"],
+                                  ["mlflow", "export", "--results", "missing"]], ids=["attempts-seed", "mlflow"])
 def test_a_missing_input_directory_is_an_error(tmp_path, args):
-    proc = _bench(args, tmp_path)
-    assert proc.returncode == 2 and "/nonexistent" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert not (tmp_path / "o.jsonl").exists() and not Path("/nonexistent").exists()
+    proc = _bench(args, tmp_path)  # (a relative path: the code before this fix created missing/mlflow/)
+    assert proc.returncode == 2 and "missing" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "missing").exists()
 
 
 def test_report_statistics_options_are_checked_like_the_config_keys(tmp_path):

@@ -222,11 +222,16 @@ def _probe_problems(config: dict[str, Any]) -> list[str]:
 
 
 def check_options(values: dict[str, Any], section: str, flags: dict[str, str]) -> None:
-    """Command-line values that stand for keys of a config section (`statistics`, `lease`), checked
-    by that section's schema entries, so a flag and the config key refuse the same values."""
-    props = config_schema()["properties"][section]["properties"]
+    """Command-line values that stand for keys of a config section (`statistics`, `lease`, a probe's
+    `probes/storage`), checked by that section's schema entries, so a flag and the config key refuse
+    the same values. Keys the section does not define (derived ones) are left to argparse."""
+    schema = config_schema()
+    top, _, probe = section.partition("/")
+    props = (schema["$defs"]["probes"]["properties"][probe] if top == "probes" else schema["properties"][top])["properties"]
     problems = []
     for key, value in values.items():
+        if key not in props:
+            continue
         if isinstance(value, float) and not math.isfinite(value):
             problems.append(f"{flags[key]} {value}: not a finite number")
             continue

@@ -71,8 +71,8 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         except (OSError, ValueError) as exc:
             raise RunRecordError(f"{run_json}: not a readable run record ({exc})") from None
         evidence_dir = record.get("evidence_dir") if isinstance(record, dict) else None
-        if not evidence_dir:
-            raise RunRecordError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+        if not evidence_dir or not isinstance(evidence_dir, str):
+            raise RunRecordError(f"{run_json}: no usable 'evidence_dir' (a path); cannot locate the run's evidence")
         if spec_path is not None:
             check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)

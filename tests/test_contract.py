@@ -415,6 +415,18 @@ def _case_trainer_union_implausible(tmp):
     return build_evidence(tmp, intervals=iv)
 
 
+def _case_plan_mismatch(tmp):
+    import copy as _copy
+
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.spec import build_spec, write_spec
+
+    doc = build_spec(_copy.deepcopy(load_config()), "smoke")
+    spec = write_spec(doc, tmp / "results" / "specs" / f"{doc['id']}.json")
+    named = {"spec": {"id": spec.id, "hash": spec.hash}, "suite": "smoke", "workload": "multi_turn", "trial": 1}
+    return build_evidence(tmp / "results" / "evidence", manifest={**named, "backend": "skyrl"})  # not a smoke backend
+
+
 def _summarize_case(tmp, code):
     made = CASES[code](tmp)
     return summarize(*made) if isinstance(made, tuple) else summarize(made)

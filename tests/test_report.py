@@ -346,7 +346,8 @@ def test_mixed_schema_versions(tmp_path):
 
 
 def test_report_judges_a_run_once_when_its_evidence_changed(tmp_path):
-    """Evidence damaged after its summary was written: headline and attempts tables give the one verdict."""
+    """Evidence damaged after its summary was written: the summary is out of date (summary_stale), and the
+    headline and attempts tables give that one verdict (before digests, both said valid)."""
     spec, path = _one_reference_run(tmp_path, "fixture5")
     inputs = _one_run_inputs(tmp_path, spec, path)
     (path / "calls.parquet").write_bytes(b"changed after the summary")
@@ -357,8 +358,9 @@ def test_report_judges_a_run_once_when_its_evidence_changed(tmp_path):
     reports = _render(tmp_path, inputs, "reports")
     head = pd.read_csv(reports / "tables" / "headline.csv")
     attempts = pd.read_csv(reports / "tables" / "attempts.csv").set_index("run_id")
-    assert head["valid"].tolist() == [True]
-    assert bool(attempts.at[path.name, "valid"]) is True and not bool(attempts.at[path.name, "failed_or_invalid"])
+    assert head["valid"].tolist() == [False]
+    assert bool(attempts.at[path.name, "valid"]) is False and bool(attempts.at[path.name, "failed_or_invalid"])
+    assert attempts.at[path.name, "reasons"].startswith("summary_stale: evidence file(s) calls.parquet changed")
 
 
 def _times_1000_tokens(evidence: Path, summary: Path) -> None:

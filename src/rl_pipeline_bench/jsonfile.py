@@ -13,6 +13,10 @@ class JsonFileError(ValueError):
     """A JSON input that is missing, not a regular file or not JSON; the message names it and what it is."""
 
 
+class RunRecordError(ValueError):
+    """A run.json that cannot be read or does not point at evidence; the message names it."""
+
+
 def read_json(path: Path | str, what: str = "file") -> Any:
     """The parsed content of `path`; JsonFileError naming `what` and the path otherwise."""
     path = Path(path)

@@ -16,10 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-CODE = "plan_mismatch"
-#: Merged into contract.REASON_CODES (so docs/validation.md's completeness test covers it).
-REASON_CODES = {CODE: "the manifest's suite, backend, workload or trial is not in the spec it names, or a call's "
-                      "forced length is not the one that spec's plan offers for the named workload (relabelled evidence)"}
+CODE = "plan_mismatch"  # described in contract/reasons.py with every other code
 _KEYS = ["update", "group", "trajectory", "call"]
 
 

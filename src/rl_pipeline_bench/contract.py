@@ -32,6 +32,11 @@ CONTRACT_RULES = "rl-bench/contract-rules/v3"
 #: does (with no call in flight at its end) is "stopped early".
 GENERATION_TAIL_TOLERANCE = 0.05
 
+#: `trainer.headline.interval_source` when a framework keeps no per-rank trainer timing and
+#: its driver recorded one controller-side interval per step (manifest `trainer_timing`;
+#: docs/validation.md). Absent otherwise.
+CONTROLLER_INTERVAL = "controller_interval"
+
 #: Stable warning codes; a warning flags a measurement to distrust but does not invalidate the run.
 WARNING_CODES: dict[str, str] = {
     "generation_stopped_early": "the rollout had no call in flight at the end of the headline window and had "
@@ -504,6 +509,8 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
     headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
     measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
     trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
+    timing = m.get("trainer_timing") if isinstance(m.get("trainer_timing"), dict) else {}
+    trainer["interval_source"] = timing.get("source")
     warnings: list[str] = []
     rollout = rollout_activity(ev.calls if calls_ok else ev.calls.iloc[0:0], headline, measured, warnings)
 

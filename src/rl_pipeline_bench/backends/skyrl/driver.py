@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from ...rollout import CHAT_TEMPLATE_KWARGS, evidence_rows, synthetic_reward
+from ...rollout import CHAT_TEMPLATE_KWARGS, CallRecord, evidence_rows, synthetic_reward
 from ...topology import preflight
 from . import metrics
 from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
@@ -27,7 +28,7 @@ from .token_calls import run_token_trajectory
 
 
 async def generate_group(complete, model: str, tokenizer, rows, *, clock, policy_version, group_size: int,
-                         template_kwargs=CHAT_TEMPLATE_KWARGS):
+                         template_kwargs=CHAT_TEMPLATE_KWARGS, on_call=None):
     """Run one plan group as token-id calls (token_calls); return (GeneratorOutput dict, trajectories).
 
     SkyRL trains on exactly the tokens sampled, with their logprobs; the tool
@@ -38,7 +39,7 @@ async def generate_group(complete, model: str, tokenizer, rows, *, clock, policy
     trajs = [r for _, r in rows.groupby("trajectory", sort=True)]
     results = await asyncio.gather(*[
         run_token_trajectory(complete, model, tokenizer, t, clock=clock, policy_version=policy_version,
-                             template_kwargs=template_kwargs)
+                             template_kwargs=template_kwargs, on_call=on_call)
         for t in trajs
     ])
     out: dict[str, list] = {
@@ -92,6 +93,7 @@ def run(ctx) -> None:
         from openai import AsyncOpenAI
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
         from skyrl.train.config import SkyRLTrainConfig
+        from skyrl.train.dataset import PromptDataset
         from skyrl.train.entrypoints.main_base import BasePPOExp
         from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
         from skyrl.train.generators.base import GeneratorInterface
@@ -144,28 +146,38 @@ def run(ctx) -> None:
             self._client = AsyncOpenAI(base_url=f"{inference_client.proxy_url}/v1", api_key="EMPTY")
 
         async def generate(self, input_batch, **_kwargs):
+            answered: list[CallRecord] = []
             try:
                 async with self._lock:
                     rows = next(self._groups)
-                out, results = await generate_group(
+                out, _ = await generate_group(
                     self._client.completions.create, resolve_policy_model_name(cfg), tokenizer, rows,
                     clock=writer.clock, policy_version=lambda: served.version, group_size=group_size,
-                    template_kwargs=cfg.generator.chat_template_kwargs,
+                    template_kwargs=cfg.generator.chat_template_kwargs, on_call=answered.append,
                 )
+            except asyncio.CancelledError:
+                # SkyRL cancels its generation workers after the last step: the answered calls of an
+                # unfinished group are kept as evidence, never accepted.
+                writer.add_calls(evidence_rows([replace(c, accepted=False) for c in answered], ctx.trained_updates))
+                raise
             except Exception as exc:
                 # SkyRL's generation worker ends the process with os._exit(1) on any exception
                 # (fully_async_trainer.py:958-962): the evidence must say why before that.
                 if not writer.finished:
                     writer.finish("failed", error=generator_failed(exc))
                 raise
-            for res in results:
-                writer.add_calls(evidence_rows(res.calls, ctx.trained_updates))
+            writer.add_calls(evidence_rows(answered, ctx.trained_updates))
             out["trajectory_ids"] = input_batch.get("trajectory_ids")
             return out
 
     served = ServedPolicy()
 
     class BenchExp(BasePPOExp):
+        def get_train_dataset(self):
+            # One short placeholder row per plan group: filtering it in SkyRL's 8 processes is overhead.
+            return PromptDataset(datasets=self.cfg.data.train_data, tokenizer=self.tokenizer,
+                                 max_prompt_length=self.cfg.trainer.max_prompt_length, num_workers=1)
+
         def get_tracker(self):
             return EvidenceTracking(project_name=cfg.trainer.project_name, experiment_name=cfg.trainer.run_name,
                                     backend="console", config=cfg)

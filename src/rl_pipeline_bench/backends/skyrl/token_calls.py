@@ -93,8 +93,12 @@ async def run_token_trajectory(
     clock: Callable[[], float],
     policy_version: Callable[[], int],
     template_kwargs: Mapping[str, Any],
+    on_call: Callable[[CallRecord], None] | None = None,
 ) -> TokenTrajectory:
-    """Send a trajectory's calls in order through `complete` (a completions `create`); check each length."""
+    """Send a trajectory's calls in order through `complete` (a completions `create`); check each length.
+
+    on_call: told each call as soon as it is answered and checked.
+    """
     records = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
     records.sort(key=lambda r: int(r["call"]))
     if not records:
@@ -140,6 +144,8 @@ async def run_token_trajectory(
             prompt_tokens=int(row["prompt_tokens"]), forced_completion_tokens=forced, completion_tokens=n,
             accepted=True, started_at=started, finished_at=finished, policy_version=version,
         ))
+        if on_call is not None:
+            on_call(out.calls[-1])
         texts.append(text)
         prev_messages = messages
     return out

@@ -133,13 +133,14 @@ def test_skyrl_generator_failure_leaves_evidence_before_the_process_exits(tmp_pa
         exits.append(code)
         raise SystemExit(code)
 
-    monkeypatch.setattr(fully_async_trainer.os, "_exit", no_exit)
+    # Only SkyRL's trainer module sees the recording _exit (Ray's own processes keep theirs).
+    monkeypatch.setattr(fully_async_trainer, "os", SimpleNamespace(**{**vars(os), "_exit": no_exit}))
     server, _dispatch = gpu_edges
     server.short_by = 1  # the server ignores the forced length: the generator raises
     ctx = small_context(tmp_path, "skyrl")
-    with pytest.raises(BaseException):
+    with pytest.raises(SystemExit):
         get("skyrl").run(ctx)
-    assert exits == [1]
+    assert exits and set(exits) == {1}  # each generation worker that failed ended the process
     manifest = json.loads((ctx.writer.path / "manifest.json").read_text())
     assert manifest["status"] == "failed"
     assert manifest["error"].startswith("generator_failed: CompletionLengthError: completion length")

@@ -89,6 +89,7 @@ def write_prompt_dataset(path: Path, n_groups: int) -> Path:
 def run(ctx) -> None:
     preflight(ctx.config, ctx.suite, "skyrl")
     try:
+        import datasets
         from omegaconf import OmegaConf
         from openai import AsyncOpenAI
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
@@ -137,6 +138,17 @@ def run(ctx) -> None:
             super().log(data, step, commit=commit)
             collector.record(dict(data), step, commit)
 
+    class PlanPrompts(PromptDataset):
+        """SkyRL's prompt dataset over the plan's placeholder rows (write_prompt_dataset), read as is.
+
+        Every row is a few words, so SkyRL's prompt-length filter (a `datasets` map in
+        worker processes) has nothing to remove.
+        """
+
+        def _read_files_and_tokenize(self):
+            rows = [json.loads(line) for path in self.datasets for line in Path(path).read_text().splitlines()]
+            self.dataframe = datasets.Dataset.from_list(rows)
+
     class PlanGenerator(GeneratorInterface):
         """Each generate() call runs the next plan group through the shared rollout."""
 
@@ -174,9 +186,8 @@ def run(ctx) -> None:
 
     class BenchExp(BasePPOExp):
         def get_train_dataset(self):
-            # One short placeholder row per plan group: filtering it in SkyRL's 8 processes is overhead.
-            return PromptDataset(datasets=self.cfg.data.train_data, tokenizer=self.tokenizer,
-                                 max_prompt_length=self.cfg.trainer.max_prompt_length, num_workers=1)
+            return PlanPrompts(datasets=self.cfg.data.train_data, tokenizer=self.tokenizer,
+                               max_prompt_length=self.cfg.trainer.max_prompt_length, num_workers=1)
 
         def get_tracker(self):
             return EvidenceTracking(project_name=cfg.trainer.project_name, experiment_name=cfg.trainer.run_name,

@@ -44,8 +44,10 @@ def test_real_framework_tests_pass_in_their_venv(tmp_path, capsys):
            "COVERAGE_FILE": str(tmp_path / ".coverage")}
     env.pop("VIRTUAL_ENV", None)
     include = ",".join(str(d) for d in DRIVERS)
+    # Its own --basetemp: pytest keeps three numbered temp folders per user, and another test
+    # session on the machine would delete this one's while its runs still write there.
     proc = subprocess.run([str(python), "-m", "coverage", "run", f"--include={include}", "-m", "pytest", "-q",
-                           "-p", "no:cacheprovider", *files],
+                           "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'frameworks'}", *files],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
     sys.stdout.write(out[-3000:])

@@ -11,8 +11,13 @@ metrics URLs Ray's agents would give pointed at the loopback vLLM.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
+import signal
+import subprocess
+import time
 import sys
 from types import SimpleNamespace
 from pathlib import Path
@@ -62,8 +67,14 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1") -> RunCon
 @pytest.fixture
 def gpu_edges(monkeypatch):
     """Install the doubles where SkyRL would start vLLM servers and Megatron workers."""
+    with installed_gpu_edges(monkeypatch) as edges:
+        yield edges
+
+
+@contextlib.contextmanager
+def installed_gpu_edges(monkeypatch, delay_s: float = 0.05):
     tok = wordlevel_tokenizer()
-    with FakeChatServer(tok, delay_s=0.05) as server:
+    with FakeChatServer(tok, delay_s=delay_s) as server:
         dispatch = RecordingWorkerDispatch(server, sync_delay_s=0.1)
         root = server.base_url.removesuffix("/v1")
         monkeypatch.setattr(BasePPOExp, "get_inference_client", lambda self: LoopbackInference(proxy_url=root))
@@ -145,3 +156,46 @@ def test_skyrl_generator_failure_leaves_evidence_before_the_process_exits(tmp_pa
     assert manifest["status"] == "failed"
     assert manifest["error"].startswith("generator_failed: CompletionLengthError: completion length")
     assert os.path.exists(ctx.writer.path / "run.log")
+
+
+def sigterm_run(evidence_root: str) -> None:
+    """Subprocess entry: a SkyRL run as `bench run` makes it in the image (SIGTERM handler, evidence kept)."""
+    from rl_pipeline_bench import image_runs
+
+    tmp = Path(evidence_root)
+    with pytest.MonkeyPatch.context() as mp, installed_gpu_edges(mp, delay_s=0.5):
+        ctx = small_context(tmp, "skyrl")
+        image_runs.stop_on_sigterm()
+        try:
+            get("skyrl").run(ctx)
+        except BaseException as exc:  # as runner.run_benchmark records every failure
+            ctx.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
+            raise SystemExit(1)
+        ctx.writer.finish("completed")
+
+
+def test_sigterm_mid_run_fails_the_run_with_its_evidence(tmp_path):
+    here = Path(__file__).parent
+    code = f"import sys; sys.path.insert(0, {str(here)!r}); import test_real_skyrl_run as t; t.sigterm_run({str(tmp_path)!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=here.parents[1], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    calls_dir = tmp_path / "evidence" / "run-1"
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and proc.poll() is None:
+            log = calls_dir / "run.log"
+            if log.exists() and "fully async trainer" in log.read_text():
+                time.sleep(20)  # into generation and training
+                break
+            time.sleep(1)
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        os.kill(proc.pid, signal.SIGTERM)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out[-3000:]
+    ev = read_evidence(calls_dir)
+    assert ev.manifest["status"] == "failed"
+    assert "interrupted by SIGTERM" in ev.manifest["error"], ev.manifest["error"]
+    assert len(ev.calls) > 0  # what ran before the signal is kept

@@ -32,11 +32,6 @@ CONTRACT_RULES = "rl-bench/contract-rules/v3"
 #: does (with no call in flight at its end) is "stopped early".
 GENERATION_TAIL_TOLERANCE = 0.05
 
-#: `trainer.headline.interval_source` when a framework keeps no per-rank trainer timing and
-#: its driver recorded one controller-side interval per step (manifest `trainer_timing`;
-#: docs/validation.md). Absent otherwise.
-CONTROLLER_INTERVAL = "controller_interval"
-
 #: Stable warning codes; a warning flags a measurement to distrust but does not invalidate the run.
 WARNING_CODES: dict[str, str] = {
     "generation_stopped_early": "the rollout had no call in flight at the end of the headline window and had "

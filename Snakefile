@@ -4,9 +4,14 @@
 # completed from the backend registry (rl_pipeline_bench.config.validate_config).
 # Newcomer: `uv run snakemake --cores 1 reports/comparison.html` (README.md).
 
+import time
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+#: When this invocation started: onsuccess names only the reports it wrote.
+STARTED = time.time()
 
 
 configfile: "config.yaml"
@@ -27,23 +32,11 @@ include: "rules/tracking.smk"
 
 # Light rules run where Snakemake runs, also under a cluster executor
 # (--profile profiles/slurm or profiles/kubernetes): only benchmark runs, evaluation
-# runs and the infrastructure probes (the rules with a `gpu` resource or that measure
-# the machine they run on) go to the cluster.
+# runs and the infrastructure probes (the rules with a `gpu` or `bench_slot` resource:
+# they need GPUs or measure the machine they run on) go to the cluster. Each rules/*.smk
+# names its light rules in its own `localrules:` next to them; tests/test_localrules.py
+# checks that exactly the rules without those resources are local.
 localrules:
-    image_build,
-    model_identity,
-    recipe_hash,
-    source_hash,
-    run_spec,
-    workload_plan,
-    summarize_run,
-    model_flops,
-    probes,
-    render_report,
-    eval_spec,
-    eval_summary,
-    eval_all,
-    mlflow_export,
     all,
 
 
@@ -51,3 +44,14 @@ rule all:
     default_target: True
     input:
         rules.render_report.output.html,
+
+
+onsuccess:
+    # The answer last, where a user looks: which reports this invocation wrote.
+    import os
+    import sys
+
+    written = [path for path in (rules.render_report.output.html, f"{rules.render_paper.output[0]}/paper.pdf")
+               if os.path.exists(path) and os.path.getmtime(path) >= STARTED]
+    for path in written:
+        print(f"Report written: {path}", file=sys.stderr)

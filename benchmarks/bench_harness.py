@@ -139,7 +139,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload (default 1)")
     args = parser.parse_args()
 
-    from rl_pipeline_bench.config import get_suite
+    from rl_pipeline_bench.configfile import get_suite
     from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
     from rl_pipeline_bench.spec import spec_from_config_file
 

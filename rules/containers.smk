@@ -9,7 +9,14 @@
 from pathlib import Path as _CtrPath
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    image_build,
+
+
 rule image_build:
+    message:
+        "build the {wildcards.backend} image"
     input:
         recipe="results/provenance/recipes/{backend}.json",
         source="results/provenance/source.json",

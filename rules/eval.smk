@@ -11,7 +11,16 @@ wildcard_constraints:
     run=r"\d+",
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    eval_spec,
+    eval_summary,
+    eval_all,
+
+
 rule eval_spec:
+    message:
+        "evaluation spec {wildcards.esuite}-{wildcards.ehash}"
     output:
         "results/eval/{esuite}-{ehash}/spec.json",
     log:
@@ -25,6 +34,8 @@ rule eval_spec:
 
 
 rule eval_run:
+    message:
+        "evaluate {wildcards.policy} run {wildcards.run} ({wildcards.esuite}-{wildcards.ehash}); log: {log}"
     input:
         spec=ancient(rules.eval_spec.output[0]),
     output:
@@ -44,9 +55,12 @@ rule eval_run:
 
 
 rule eval_summary:
+    message:
+        "summarize evaluation {wildcards.policy} ({wildcards.esuite}-{wildcards.ehash})"
     input:
         spec=rules.eval_spec.output[0],
         runs=eval_run_inputs,
+        run_dirs=eval_run_dirs,  # a deleted eval.json is evaluated again (common.smk, record_dirs)
     output:
         "results/eval/{esuite}-{ehash}/{policy}/summary.json",
     log:

@@ -11,9 +11,16 @@
 from rl_pipeline_bench.snapshots import model_rule_params as _model_params
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    model_identity,
+
+
 rule model_identity:
+    message:
+        "model {wildcards.model}: build or resolve the pinned snapshot and hash it"
     input:
-        lambda wc: _model_params(config, wc.model)["inputs"],
+        model_inputs,
     output:
         "results/models/{model}.json",
     log:

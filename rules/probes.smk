@@ -11,7 +11,15 @@
 # slot, so they never overlap a benchmark run.
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    model_flops,
+    probes,
+
+
 rule model_flops:
+    message:
+        "FLOPs card of {wildcards.model}"
     input:
         model=ancient("results/models/{model}.json"),
     output:
@@ -23,6 +31,8 @@ rule model_flops:
 
 
 rule allreduce_probe:
+    message:
+        "all-reduce probe ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
@@ -40,6 +50,8 @@ rule allreduce_probe:
 
 
 rule storage_probe:
+    message:
+        "storage probe ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
@@ -53,6 +65,8 @@ rule storage_probe:
 
 
 rule checkpoint_probe:
+    message:
+        "checkpoint probe ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
         model=lambda wc: ancient(model_record(wc)),

@@ -20,7 +20,15 @@ _PROV_ROOT = _ProvPath(workflow.basedir).resolve()
 BACKEND_PATTERN = "|".join(_backend_names(_PROV_ROOT))
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    recipe_hash,
+    source_hash,
+
+
 rule recipe_hash:
+    message:
+        "hash the {wildcards.backend} recipe"
     input:
         lambda wc: [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.recipe_files(wc.backend, _PROV_ROOT)],
     output:
@@ -36,6 +44,8 @@ rule recipe_hash:
 
 
 rule source_hash:
+    message:
+        "hash the benchmark source"
     input:
         [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.source_files(_PROV_ROOT)],
     output:

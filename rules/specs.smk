@@ -8,7 +8,14 @@
 import json as _spec_json
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    run_spec,
+
+
 rule run_spec:
+    message:
+        "write the run spec {wildcards.spec}"
     output:
         "results/specs/{spec}.json",
     log:

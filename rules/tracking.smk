@@ -3,7 +3,14 @@
 # under results/mlflow/; --config mlflow_uri=http://HOST:PORT for a server.
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    mlflow_export,
+
+
 rule mlflow_export:
+    message:
+        "export to MLflow ({wildcards.suite})"
     input:
         summaries=spec_summaries(SPEC_ID),
         evals=eval_summaries(config.get("eval_suite")),

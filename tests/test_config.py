@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from rl_pipeline_bench.config import ConfigError, check_member, get_suite, load_config, validate_config
+from rl_pipeline_bench.config import load_config, validate_config
+from rl_pipeline_bench.configfile import ConfigError, check_member, get_suite
 from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
 
 

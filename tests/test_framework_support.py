@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from rl_pipeline_bench import backends
-from rl_pipeline_bench.config import get_suite, load_config
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.framework_support import SupportError, refuse_gaps
 
 

@@ -128,7 +128,7 @@ def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
     import stat
 
     from rl_pipeline_bench.eval.episodes import write_manifest
-    from rl_pipeline_bench.evidence import private_log_handler
+    from rl_pipeline_bench.private_log import private_log_handler
 
     write_manifest(tmp_path, {"command": "x"})
     assert stat.S_IMODE((tmp_path / "manifest.json").stat().st_mode) == 0o600

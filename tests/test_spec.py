@@ -9,7 +9,8 @@ import pytest
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
-from rl_pipeline_bench.config import get_suite, load_config
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.spec import (
     SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
 )

@@ -18,11 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from . import attempts, image_runs
+from . import attempts, image_runs, progress
 from . import workloads as wl
 from . import backends
-from .config import ConfigError, Suite, check_member, get_suite
-from .evidence import EvidenceWriter, atomic_write_json, new_run_id
+from .configfile import ConfigError, Suite, check_member, get_suite
+from .atomicfile import atomic_write_json
+from .evidence import RUN_LOG, EvidenceWriter
+from .timestamps import new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .probes.telemetry import beside_run
@@ -225,9 +227,12 @@ def execute_run(
     if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
         descriptor.preload()
     run_id = run_id or new_run_id(suite.name, backend, workload, trial)
-    writer = EvidenceWriter(root, run_id, manifest)
+    label = progress.run_label(backend, workload, trial)
+    total_updates = int(contract["warmup_updates"]) + int(contract["measured_updates"])
+    writer = EvidenceWriter(root, run_id, manifest, on_update=progress.update_printer(label, total_updates))
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
+    progress.emit(f"{label}: started, {total_updates} updates; evidence in {writer.path}")
 
     def record_end() -> None:
         m = writer.manifest
@@ -248,11 +253,13 @@ def execute_run(
         writer.finish("failed", error="".join(traceback.format_exception(exc)))
         record_end()
         print(f"bench: run {run_id} FAILED ({redact_text(str(exc))}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
+        progress.emit(f"{label}: FAILED after {writer.clock():.0f} s (log: {writer.path / RUN_LOG})")
         if isinstance(exc, KeyboardInterrupt):
             raise
         return 1
     writer.finish("completed")
     record_end()
+    progress.emit(f"{label}: completed in {writer.clock():.0f} s")
     if run_json is not None and _record_run(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial,
                                             replace_run_json):
         return 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .config import ConfigError, Suite, get_suite
+from .configfile import ConfigError, Suite, get_suite
 
 CONTRACT_LORA_RANK = 8
 LORA_ALPHA = 32

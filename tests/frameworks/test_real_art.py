@@ -42,7 +42,8 @@ from rl_pipeline_bench.backends.art import metrics as art_metrics  # noqa: E402
 from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_dir  # noqa: E402
 from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.backends.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
-from rl_pipeline_bench.config import get_suite, load_config  # noqa: E402
+from rl_pipeline_bench.config import load_config  # noqa: E402
+from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.framework_support import support_main  # noqa: E402
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS, run_trajectory, synthetic_reward  # noqa: E402
 

@@ -45,7 +45,8 @@ from rl_pipeline_bench.backends.skyrl.driver import ServedPolicy, generate_group
 from rl_pipeline_bench.backends.skyrl.token_calls import observation_ids  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps  # noqa: E402
-from rl_pipeline_bench.config import get_suite, load_config  # noqa: E402
+from rl_pipeline_bench.config import load_config  # noqa: E402
+from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS  # noqa: E402
 from rl_pipeline_bench.workloads import load_workload  # noqa: E402
 

@@ -16,7 +16,7 @@ from ..paths import ROOT
 
 
 def _emit(record: dict, output: str | None) -> None:
-    from ..provenance import write_json_atomic
+    from ..atomicfile import write_json_atomic
 
     if output:
         write_json_atomic(record, output)
@@ -129,7 +129,7 @@ def _framework_support(args: argparse.Namespace, config: dict, suite: str, resul
 
     from .. import backends, image_runs
     from .. import framework_support as fs
-    from ..config import get_suite
+    from ..configfile import get_suite
 
     native_config = backends.get(args.backend).native_support
     if native_config is None:  # a backend without a separate framework (the reference backend)
@@ -149,7 +149,8 @@ def _framework_support(args: argparse.Namespace, config: dict, suite: str, resul
 
 def _snapshot(args: argparse.Namespace) -> int:
     from .. import snapshots
-    from ..config import check_member, load_config
+    from ..config import load_config
+    from ..configfile import check_member
 
     overrides = {"hf_cache": args.hf_cache} if args.hf_cache else None
     config = load_config(args.config, overrides)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from . import benchmarks
 
 PROTOCOL = "rlinf-eval/v1"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import provenance
+from ..atomicfile import write_json_atomic
 from . import markers
 from ..paths import ROOT
 from .manifests import ABORT, COLLECTED_ANNOTATION, RELEASE_ANNOTATION
@@ -122,10 +123,10 @@ def run_workloads(args, config: dict[str, Any], suite, data: Path, env: dict[str
     from ..leases import lease_command
 
     model = model_record(config, suite["model"], Path(args.cache))
-    model_path = provenance.write_json_atomic(model, data / "models" / f"{suite['model']}.json")
-    source_path = provenance.write_json_atomic(provenance.source_record(ROOT), data / "provenance" / "source.json")
-    recipe_path = provenance.write_json_atomic(provenance.recipe_record(args.backend, ROOT),
-                                               data / "provenance" / "recipes" / f"{args.backend}.json")
+    model_path = write_json_atomic(model, data / "models" / f"{suite['model']}.json")
+    source_path = write_json_atomic(provenance.source_record(ROOT), data / "provenance" / "source.json")
+    recipe_path = write_json_atomic(provenance.recipe_record(args.backend, ROOT),
+                                    data / "provenance" / "recipes" / f"{args.backend}.json")
     results = []
     for workload in suite["workloads"]:
         run_dir = data / "runs" / suite.name / args.backend / workload / "trial1"
@@ -171,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
-    from ..config import ConfigError, get_suite, load_config
+    from ..config import load_config
+    from ..configfile import ConfigError, get_suite
     from ..topology import preflight as topology_preflight
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))

@@ -44,7 +44,7 @@ def probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> di
     lora = config.get("reference") or {}
     missing = [k for k in ("lora_rank", "lora_alpha") if k not in lora]
     if missing:  # the checkpoint probe's adapter has the reference backend's LoRA shape
-        from ..config import ConfigError
+        from ..configfile import ConfigError
 
         raise ConfigError(f"config key 'reference': lacks {', '.join(missing)} (the checkpoint probe's LoRA adapter)")
     merged["checkpoint"].update(device="cuda" if cuda else "cpu", lora_rank=lora["lora_rank"],

@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...config import Suite
+from ...configfile import Suite
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...config import Suite
+from ...configfile import Suite
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import STALENESS as SKYRL_STALENESS

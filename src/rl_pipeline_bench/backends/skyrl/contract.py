@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...config import ConfigError, Suite
+from ...configfile import ConfigError, Suite
 from ...topology import Topology
 
 #: Megatron TP1 CP1 EP2 DP2 on two training GPUs, two inference GPUs.

@@ -11,7 +11,7 @@ import json
 
 from evidence_fixtures import build_evidence
 
-from rl_pipeline_bench.contract import summarize
+from rl_pipeline_bench.contract.summary import summarize
 from rl_pipeline_bench.topology import CONTROLLER_INTERVAL
 from rl_pipeline_bench.evidence import MANIFEST
 from rl_pipeline_bench.report.collect import Run

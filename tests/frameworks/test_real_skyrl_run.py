@@ -37,7 +37,8 @@ from skyrl.train.utils import vllm_metrics_scraper  # noqa: E402
 from skyrl_doubles import LoopbackInference, RecordingWorkerDispatch  # noqa: E402
 
 from rl_pipeline_bench.backends import get  # noqa: E402
-from rl_pipeline_bench.config import get_suite, load_config  # noqa: E402
+from rl_pipeline_bench.config import load_config  # noqa: E402
+from rl_pipeline_bench.configfile import get_suite  # noqa: E402
 from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence  # noqa: E402
 from rl_pipeline_bench.runner import RunContext  # noqa: E402
 from rl_pipeline_bench.workloads import load_workload, offered_plan  # noqa: E402

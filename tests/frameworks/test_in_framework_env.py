@@ -41,7 +41,10 @@ def test_real_framework_tests_pass_in_their_venv(tmp_path, capsys):
     env = {**os.environ, "RL_BENCH_REQUIRE_FRAMEWORKS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), str(TOOLS), os.environ.get("PYTHONPATH", ""))
                                          if p),
-           "COVERAGE_FILE": str(tmp_path / ".coverage")}
+           "COVERAGE_FILE": str(tmp_path / ".coverage"),
+           # Ray would otherwise see `uv run pytest` among its ancestors and rebuild that uv
+           # environment for its workers (downloading an interpreter); the venv is not a uv project.
+           "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     env.pop("VIRTUAL_ENV", None)
     include = ",".join(str(d) for d in DRIVERS)
     # Its own --basetemp: pytest keeps three numbered temp folders per user, and another test

@@ -23,6 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_smoke import ROOT, fresh_clone, snakemake  # noqa: E402
 
+from rl_pipeline_bench import paths  # noqa: E402
+
 VARIANTS = {"extra=0": "    contract: {{warmup_updates: 5, measured_updates: 15, headline_updates: 5, extra_offered_updates: 0}}\n",
             "extra=default": ""}
 
@@ -39,11 +41,11 @@ def main() -> int:
         override = workdir / f"{name.replace('=', '-')}.yaml"
         override.write_text(f"suites:\n  smoke:\n    workloads: [{args.workloads}]\n    trials: {args.trials}\n"
                             + contract.format())
-        pipeline_s = snakemake(workdir, "reports/comparison.html", "--configfile", str(override))
+        pipeline_s = snakemake(workdir, paths.REPORT_HTML, "--configfile", str(override))
         print(f"{name}: pipeline {pipeline_s:.0f} s", flush=True)
-        specs = sorted(glob.glob(str(workdir / "results/specs/smoke-*.json")), key=os.path.getmtime)
+        specs = sorted(glob.glob(str(paths.spec_file("smoke-*", workdir))), key=os.path.getmtime)
         spec = Path(specs[-1]).stem
-        for path in sorted(glob.glob(str(workdir / f"results/runs/{spec}/*/*/trial*/summary.json"))):
+        for path in sorted(glob.glob(str(workdir / paths.RUN_SUMMARY.format(spec=spec, backend="*", workload="*", trial="*")))):
             s = json.loads(Path(path).read_text())
             h, m, a = s["e2e"]["headline"], s["e2e"]["measured"], s["rollout"]["headline"]
             rows.append((name, s["workload"], s["trial"], s["valid"], h["trajectories_per_s"], m["trajectories_per_s"],

@@ -21,7 +21,8 @@ to `scontrol` (see `scontrol_wait`), for machines with SLURM's client but no con
     uv run python benchmarks/bench_report.py --workdir DIR [--runs 1000 10000] [--repeat 3] [--shim-scontrol]
 
 WORKDIR must have run `uv run snakemake --cores 1 reports/comparison.html` (this
-checkout by default). Exits 1 when a target is missed.
+checkout by default). Each verdict comes from the repeats' interval (benchmarks/verdict.py;
+a figure measured once is "not resolved at this noise"). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from rl_pipeline_bench import paths
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from verdict import MISSED, mean_verdict  # noqa: E402
+
 TARGET_REBUILD_S = 10.0
 TARGET_SCALE_S = {1000: 10.0, 10000: 60.0}
 TARGET_PLAN_S = 10.0
@@ -97,14 +103,14 @@ def _median(runs: list[tuple[float, float]]) -> str:
 
 
 def smoke_inputs(workdir: Path) -> tuple[Path, list[Path], list[Path]]:
-    specs = sorted(workdir.glob("results/specs/smoke-*.json"))
+    specs = sorted(workdir.glob(str(paths.spec_file("smoke-*"))))
     if not specs:
-        sys.exit(f"{workdir} has no smoke run spec: run `uv run snakemake --cores 1 reports/comparison.html` there")
+        sys.exit(f"{workdir} has no smoke run spec: run `uv run snakemake --cores 1 {paths.REPORT_HTML}` there")
     spec = specs[-1]
-    summaries = sorted(workdir.glob(f"results/runs/{spec.stem}/*/*/trial*/summary.json"))
-    plans = sorted(workdir.glob(f"results/workloads/{spec.stem}/*.parquet"))
+    summaries = sorted(workdir.glob(paths.RUN_SUMMARY.format(spec=spec.stem, backend="*", workload="*", trial="*")))
+    plans = sorted(workdir.glob(str(paths.plan_file(spec.stem, "*"))))
     if not summaries:
-        sys.exit(f"{workdir} has no smoke summaries under results/runs/{spec.stem}/")
+        sys.exit(f"{workdir} has no smoke summaries under {paths.spec_runs_dir(spec.stem)}/")
     return spec, summaries, plans
 
 
@@ -113,7 +119,7 @@ def synthesise(workdir: Path, n_runs: int, dest: Path) -> list[Path]:
     from rl_pipeline_bench.attempts import EVENT_SCHEMA, started_fields
 
     spec, sources, _plans = smoke_inputs(workdir)
-    evidence_root = dest / "results" / "evidence"
+    evidence_root = paths.evidence_root(dest)
     evidence_root.mkdir(parents=True)
     originals = [json.loads(p.read_text()) for p in sources]
     lines, out = [], []
@@ -133,7 +139,7 @@ def synthesise(workdir: Path, n_runs: int, dest: Path) -> list[Path]:
         manifest.update(run_id=run_id, trial=trial)
         (ev / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
         summary = dict(base, run_id=run_id, trial=trial, evidence_dir=str(ev))
-        path = dest / "results" / "runs" / spec.stem / base["backend"] / base["workload"] / f"trial{trial}" / "summary.json"
+        path = dest / paths.RUN_SUMMARY.format(spec=spec.stem, backend=base["backend"], workload=base["workload"], trial=trial)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(summary, sort_keys=True))
         out.append(path)
@@ -142,7 +148,7 @@ def synthesise(workdir: Path, n_runs: int, dest: Path) -> list[Path]:
                               ("summarized", {"valid": summary["valid"], "reasons": summary["reasons"]})):
             lines.append(json.dumps({"schema": EVENT_SCHEMA, "event": event, "run_id": run_id, **fields},
                                     sort_keys=True, default=str))
-    (dest / "results" / "attempts.jsonl").write_text("\n".join(lines) + "\n")
+    paths.attempts_index(dest).write_text("\n".join(lines) + "\n")
     return out
 
 
@@ -159,9 +165,9 @@ def bench_scale(workdir: Path, n_runs: int) -> tuple[float, int, float]:
         rel = [str(p.relative_to(dest)) for p in summaries]
         cmd = [str(Path(sys.executable).parent / "bench"), "report", "--spec", str(spec), "--summaries", *rel,
                "--plans", *map(str, plans), "--offered-figures", *(str(p.with_suffix(".offered.png")) for p in plans),
-               "--evidence-root", "results/evidence",
-               "--attempts-index", "results/attempts.jsonl", "--html", "reports/comparison.html",
-               "--tables", "reports/tables", "--figures", "reports/figures"]
+               "--evidence-root", paths.EVIDENCE_ROOT,
+               "--attempts-index", paths.ATTEMPTS_INDEX, "--html", paths.REPORT_HTML,
+               "--tables", paths.REPORT_TABLES, "--figures", paths.REPORT_FIGURES]
         return timed(cmd, dest, _env(workdir))
 
 
@@ -172,7 +178,7 @@ def bench_planning(workdir: Path) -> tuple[float, float]:
             ".venv", ".git", "results", "reports", "logs", ".snakemake", "__pycache__", ".pytest_cache"))
         cfg = Path(tmp) / "many.yaml"
         cfg.write_text(f"suites:\n  smoke:\n    trials: {PLANNED_TRIALS}\n")
-        return snakemake(copy, "-n", "reports/comparison.html", "--configfile", str(cfg))
+        return snakemake(copy, "-n", paths.REPORT_HTML, "--configfile", str(cfg))
 
 
 def main() -> int:
@@ -204,31 +210,30 @@ def main() -> int:
         html, paper = [], []
         for _ in range(args.repeat):
             shutil.rmtree(workdir / "reports", ignore_errors=True)
-            html.append(snakemake(workdir, "reports/comparison.html"))
-            paper.append(snakemake(workdir, "reports/paper"))
-        rebuild = statistics.median(w for w, _ in html)
-        ok &= rebuild <= TARGET_REBUILD_S
-        print(f"rebuild reports/comparison.html (rm -rf reports; snakemake): {_median(html)} "
-              f"(target <= {TARGET_REBUILD_S:.0f} s wall)")
-        print(f"rebuild reports/paper after it (sources + latexmk): {_median(paper)} (no target)", flush=True)
+            html.append(snakemake(workdir, paths.REPORT_HTML))
+            paper.append(snakemake(workdir, paths.PAPER_DIR))
+        v = mean_verdict([w for w, _ in html], TARGET_REBUILD_S)
+        ok &= v.status != MISSED
+        print(f"rebuild {paths.REPORT_HTML} (rm -rf reports; snakemake): {_median(html)}; wall {v.text('{:.1f}', ' s')}")
+        print(f"rebuild {paths.PAPER_DIR} after it (sources + latexmk): {_median(paper)} (no target)", flush=True)
     if "scale" not in args.skip:
         sizes = {}
         for n in args.runs:
             wall, rss, cpu = bench_scale(workdir, n)
             sizes[n] = (wall, rss)
             target = TARGET_SCALE_S.get(n)
-            ok &= target is None or wall <= target
+            v = mean_verdict([wall], target) if target else None  # one timing: not resolved
+            ok &= v is None or v.status != MISSED
             print(f"bench report over {n} runs: {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss} MiB"
-                  + (f" (target <= {target:.0f} s)" if target else ""), flush=True)
+                  + (f"; wall {v.text('{:.1f}', ' s')}" if v else ""), flush=True)
         if len(sizes) >= 2:
             (n0, (_, r0)), (n1, (_, r1)) = sorted(sizes.items())[0], sorted(sizes.items())[-1]
             print(f"  memory per added run: {(r1 - r0) * 1024 / (n1 - n0):.1f} KiB ({n0} -> {n1} runs)")
     if "planning" not in args.skip:
         plans = [bench_planning(workdir) for _ in range(args.repeat)]
-        med = statistics.median(w for w, _ in plans)
-        ok &= med <= TARGET_PLAN_S
-        print(f"snakemake -n over {PLANNED_TRIALS * 4} planned runs: {_median(plans)} "
-              f"(target <= {TARGET_PLAN_S:.0f} s wall)")
+        v = mean_verdict([w for w, _ in plans], TARGET_PLAN_S)
+        ok &= v.status != MISSED
+        print(f"snakemake -n over {PLANNED_TRIALS * 4} planned runs: {_median(plans)}; wall {v.text('{:.1f}', ' s')}")
     load = os.getloadavg()
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0 if ok else 1

@@ -3,14 +3,12 @@
 # Every suite of the (already merged: config.yaml + --configfile + --config) config is
 # resolved into a run spec keyed by a hash of its settings (rl_pipeline_bench.spec,
 # docs/run-spec.md). Plans and runs live under results/{workloads,runs}/{suite}-{hash}/,
-# so an edited setting makes new targets and identical settings find finished ones.
+# so an edited setting makes new targets and identical settings find finished ones. Every
+# path comes from rl_pipeline_bench.paths (the one results layout), as do the rules' outputs.
 
-import shlex
 
-from rl_pipeline_bench.config import validate_config
-from rl_pipeline_bench.configfile import ConfigError, get_suite, safe_name_regex
-from rl_pipeline_bench.progress import PREFIX as _progress_prefix
-from rl_pipeline_bench.spec import SPEC_ID_PATTERN, SpecError, build_spec, load_spec
+include: "imports.smk"
+
 
 try:
     validate_config(config)
@@ -34,9 +32,9 @@ SUITE = get_suite(config)
 SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUITE.name)
 #: Every attempt's events (rl_pipeline_bench.attempts), appended to by runs and summaries.
 #: No job outputs it (Snakemake would delete it before re-running that job).
-ATTEMPTS_INDEX = "results/attempts.jsonl"
+ATTEMPTS_INDEX = paths.ATTEMPTS_INDEX
 #: A grep pattern for the lines of a running benchmark that reach the terminal (rules/runs.smk).
-PROGRESS_LINES = f"^{_progress_prefix}"
+PROGRESS_LINES = f"^{progress_prefix}"
 
 
 wildcard_constraints:
@@ -51,8 +49,6 @@ def attempts_index_input(wildcards):
     attempts), so the report's input list is the same before and after the first run;
     a list that grew by the index made the next invocation re-render the report.
     """
-    import os
-
     os.makedirs(os.path.dirname(ATTEMPTS_INDEX), exist_ok=True)
     with open(ATTEMPTS_INDEX, "a", encoding="utf-8"):
         pass
@@ -75,8 +71,6 @@ _check_topology(SUITE)
 
 def model_inputs(wildcards):
     """rules/model.smk: a local model's build inputs; before a hub model is downloaded, the machine checks."""
-    from rl_pipeline_bench.snapshots import model_rule_params
-
     params = model_rule_params(config, wildcards.model)
     if params["source"] == "hub":
         check_before_download(wildcards.model, params)
@@ -90,12 +84,10 @@ def check_before_download(model, params):
     in HF_HOME); rl_pipeline_bench.readiness lists every missing GPU, engine, Hub or disk.
     The GPU check follows the executor: NVML here, `sinfo` under --profile profiles/slurm.
     """
-    import os
-
     from rl_pipeline_bench.readiness import NotReady, check_before_download as _check
     from rl_pipeline_bench.snapshots import snapshot_dir
 
-    if os.path.exists(f"results/models/{model}.json") or snapshot_dir(
+    if paths.model_record(model).exists() or snapshot_dir(
             params["hf_home"], params["repo_id"], params["revision"]).is_dir():
         return
     suite = SUITE if SUITE["model"] == model else {}
@@ -107,7 +99,7 @@ def check_before_download(model, params):
 
 
 def spec_file(spec_id):
-    return f"results/specs/{spec_id}.json"
+    return str(paths.spec_file(spec_id))
 
 
 def spec_doc(spec_id):
@@ -127,31 +119,25 @@ def spec_settings(wildcards):
 
 
 def model_record(wildcards):
-    return f"results/models/{spec_settings(wildcards)['model']['name']}.json"
+    return str(paths.model_record(spec_settings(wildcards)["model"]["name"]))
 
 
-def spec_runs(spec_id):
-    """Every (backend, workload, trial) of a spec, as run directories."""
-    s = SPECS[spec_id]["settings"]
-    return [
-        f"results/runs/{spec_id}/{b}/{w}/trial{t}"
-        for b in s["backends"]
-        for w in s["workloads"]
-        for t in range(1, s["trials"] + 1)
-    ]
+def spec_run_files(spec_id, pattern):
+    """One file per run of the spec, from a run-directory pattern of rl_pipeline_bench.paths."""
+    return [pattern.format(**t._asdict()) for t in paths.run_targets(spec_id, SPECS[spec_id]["settings"])]
 
 
 def spec_summaries(spec_id):
-    return [f"{d}/summary.json" for d in spec_runs(spec_id)]
+    return spec_run_files(spec_id, paths.RUN_SUMMARY)
 
 
 def spec_plans(spec_id):
-    return [f"results/workloads/{spec_id}/{w}.parquet" for w in SPECS[spec_id]["settings"]["workloads"]]
+    return [str(paths.plan_file(spec_id, w)) for w in SPECS[spec_id]["settings"]["workloads"]]
 
 
 def spec_offered_figures(spec_id):
     """The plans' offered-length figures, in the order of spec_plans."""
-    return [f"results/workloads/{spec_id}/{w}.offered.png" for w in SPECS[spec_id]["settings"]["workloads"]]
+    return [str(paths.offered_figure(spec_id, w)) for w in SPECS[spec_id]["settings"]["workloads"]]
 
 
 def run_inputs(wildcards):
@@ -160,23 +146,23 @@ def run_inputs(wildcards):
     inputs = {
         "spec": ancient(spec_file(wildcards.spec)),
         "model": ancient(model_record(wildcards)),
-        "plan": ancient(f"results/workloads/{wildcards.spec}/{wildcards.workload}.parquet"),
-        "recipe": ancient(f"results/provenance/recipes/{wildcards.backend}.json"),
-        "source": ancient("results/provenance/source.json"),
+        "plan": ancient(str(paths.plan_file(wildcards.spec, wildcards.workload))),
+        "recipe": ancient(str(paths.recipe_record(wildcards.backend))),
+        "source": ancient(str(paths.source_record())),
     }
     if spec_settings(wildcards)["runtime"] == "container":
-        inputs["image"] = ancient(f"results/images/{wildcards.backend}.json")
+        inputs["image"] = ancient(str(paths.image_record(wildcards.backend)))
     return inputs
 
 
 def report_provenance_inputs(wildcards):
     """Every provenance record the selected spec's runs read: source, recipes, model, images."""
     s = SPECS[SPEC_ID]["settings"]
-    files = ["results/provenance/source.json", f"results/models/{s['model']['name']}.json"]
-    files += [f"results/provenance/recipes/{b}.json" for b in s["backends"]]
+    files = [paths.source_record(), paths.model_record(s["model"]["name"])]
+    files += [paths.recipe_record(b) for b in s["backends"]]
     if s["runtime"] == "container":
-        files += [f"results/images/{b}.json" for b in s["backends"]]
-    return files
+        files += [paths.image_record(b) for b in s["backends"]]
+    return [str(f) for f in files]
 
 
 def image_args(wildcards, input):
@@ -204,9 +190,8 @@ def spec_lease_prefix(spec_id, run_id):
 
 # -- evaluation (rules/eval.smk): targets come from rl_pipeline_bench.eval.targets ------
 
-import json as _json
-
-from rl_pipeline_bench.eval import targets as _eval_targets
+#: Snakemake wildcard constraint of an eval settings hash (rl_pipeline_bench.eval.spec).
+EVAL_HASH_PATTERN = rf"[0-9a-f]{{{EVAL_HASH_LENGTH}}}"
 
 
 def _eval_call(fn, *args, **kwargs):
@@ -217,36 +202,34 @@ def _eval_call(fn, *args, **kwargs):
 
 
 def eval_settings_json(esuite):
-    return _json.dumps((config.get("eval_suites") or {}).get(esuite), sort_keys=True)
+    return json.dumps((config.get("eval_suites") or {}).get(esuite), sort_keys=True)
 
 
 def eval_workers(esuite):
-    return _eval_call(_eval_targets.resolved, esuite)["workers"]
+    return _eval_call(eval_targets.resolved, esuite)["workers"]
 
 
 def eval_gpus(esuite):
-    return _eval_call(_eval_targets.resolved, esuite)["gpus"]
+    return _eval_call(eval_targets.resolved, esuite)["gpus"]
 
 
 def eval_summaries(esuite, require=True):
-    return _eval_call(_eval_targets.summaries, esuite, require=require)
+    return _eval_call(eval_targets.summaries, esuite, require=require)
 
 
 def eval_run_inputs(wildcards):
-    return _eval_call(_eval_targets.run_pointers, wildcards.esuite, wildcards.policy)
+    return _eval_call(eval_targets.run_pointers, wildcards.esuite, wildcards.policy)
 
 
 def eval_run_dirs(wildcards):
     """The evaluation runs' directories (see record_dirs): a deleted eval.json is evaluated again."""
-    import os
-
     return record_dirs([os.path.dirname(p) for p in eval_run_inputs(wildcards)])
 
 
 def eval_user_args(wildcards):
     """Paths the user brought, as `bench eval run` options (only those that are set)."""
     args = []
-    ckpt = _eval_call(_eval_targets.checkpoint_path, wildcards.policy)
+    ckpt = _eval_call(eval_targets.checkpoint_path, wildcards.policy)
     for flag, value in (("--checkpoint", ckpt), ("--entry-point", config.get("eval_policy_entry_point")),
                         ("--libero-assets", config.get("libero_assets")),
                         ("--robotwin-assets", config.get("robotwin_assets"))):
@@ -256,7 +239,7 @@ def eval_user_args(wildcards):
 
 
 def eval_lease_prefix(wildcards):
-    settings = _eval_call(_eval_targets.resolved, wildcards.esuite)
+    settings = _eval_call(eval_targets.resolved, wildcards.esuite)
     if settings["gpus"] == 0:
         return ""
     from rl_pipeline_bench.leases import lease_command
@@ -275,9 +258,7 @@ def probe_lease_prefix(wildcards, probe):
 
 def spec_probes(spec_id):
     """The spec's probe records (all-reduce, storage, checkpoint)."""
-    from rl_pipeline_bench.probes.settings import probe_targets
-
-    return probe_targets(spec_id)
+    return [str(p) for p in paths.probe_records(spec_id)]
 
 
 def record_dirs(dirs):
@@ -292,8 +273,6 @@ def record_dirs(dirs):
     made here, before any job, so the input list is the same before and after the runs
     that fill them (an input list that changes re-renders the report once more).
     """
-    import os
-
     for d in dirs:
         os.makedirs(d, exist_ok=True)
     return list(dirs)
@@ -301,15 +280,14 @@ def record_dirs(dirs):
 
 def spec_record_dirs(spec_id):
     """Every run directory of a spec and its probe directory (see record_dirs)."""
-    import os
-
-    return record_dirs(spec_runs(spec_id) + sorted({os.path.dirname(p) for p in spec_probes(spec_id)}))
+    runs = [str(paths.run_dir(*t)) for t in paths.run_targets(spec_id, SPECS[spec_id]["settings"])]
+    return record_dirs(runs + sorted({os.path.dirname(p) for p in spec_probes(spec_id)}))
 
 
 def spec_run_infra(spec_id):
     """Every run's infrastructure summary (telemetry per phase, MFU), beside its summary.json."""
-    return [f"{d}/infra.json" for d in spec_runs(spec_id)]
+    return spec_run_files(spec_id, paths.RUN_INFRA)
 
 
 def flops_card(wildcards):
-    return f"results/probes/flops/{spec_settings(wildcards)['model']['name']}.json"
+    return str(paths.flops_card(spec_settings(wildcards)["model"]["name"]))

@@ -6,9 +6,6 @@
 # The image record is not proof at run time: the run calls the preflight
 # (`bench preflight` / rl_pipeline_bench.images.preflight) before any GPU lease.
 
-from pathlib import Path as _CtrPath
-
-
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
 localrules:
     image_build,
@@ -18,15 +15,15 @@ rule image_build:
     message:
         "build the {wildcards.backend} image"
     input:
-        recipe="results/provenance/recipes/{backend}.json",
-        source="results/provenance/source.json",
+        recipe=paths.RECIPE_RECORD,
+        source=paths.SOURCE_RECORD,
     output:
-        "results/images/{backend}.json",
+        paths.IMAGE_RECORD,
     log:
         "logs/images/{backend}.log",
     wildcard_constraints:
         backend=BACKEND_PATTERN,
     params:
-        root=str(_CtrPath(workflow.basedir).resolve()),
+        root=str(Path(workflow.basedir).resolve()),
     shell:
         "bench build --backend {wildcards.backend} --root {params.root:q} --output {output:q} --log {log:q}"

@@ -6,8 +6,8 @@
 
 
 wildcard_constraints:
-    esuite=r"[A-Za-z0-9_]+",
-    ehash=r"[0-9a-f]{12}",
+    esuite=SAFE_NAME,
+    ehash=EVAL_HASH_PATTERN,
     run=r"\d+",
 
 
@@ -22,7 +22,7 @@ rule eval_spec:
     message:
         "evaluation spec {wildcards.esuite}-{wildcards.ehash}"
     output:
-        "results/eval/{esuite}-{ehash}/spec.json",
+        paths.EVAL_SPEC_FILE,
     log:
         "logs/eval/{esuite}-{ehash}/spec.log",
     params:
@@ -39,7 +39,7 @@ rule eval_run:
     input:
         spec=ancient(rules.eval_spec.output[0]),
     output:
-        protected("results/eval/{esuite}-{ehash}/{policy}/run{run}/eval.json"),
+        protected(paths.EVAL_RUN_RECORD),
     log:
         "logs/eval/{esuite}-{ehash}/{policy}/run{run}.log",
     threads: lambda wc: eval_workers(wc.esuite)
@@ -48,9 +48,10 @@ rule eval_run:
     params:
         lease=eval_lease_prefix,
         user=eval_user_args,
+        evidence_root=paths.EVAL_EVIDENCE_ROOT,
     shell:
         "{params.lease}bench eval run --spec {input.spec:q} --policy {wildcards.policy} --run {wildcards.run}"
-        " --workers {threads} {params.user} --evidence-root results/eval_evidence --pointer {output:q}"
+        " --workers {threads} {params.user} --evidence-root {params.evidence_root:q} --pointer {output:q}"
         " > {log:q} 2>&1"
 
 
@@ -62,7 +63,7 @@ rule eval_summary:
         runs=eval_run_inputs,
         run_dirs=eval_run_dirs,  # a deleted eval.json is evaluated again (common.smk, record_dirs)
     output:
-        "results/eval/{esuite}-{ehash}/{policy}/summary.json",
+        paths.EVAL_SUMMARY,
     log:
         "logs/eval/{esuite}-{ehash}/{policy}/summary.log",
     shell:

@@ -8,9 +8,6 @@
 # never fetched). Needs only `config`; `--config hf_cache=PATH` reuses an HF_HOME.
 # Params given to both scripts: model, source, repo_id, revision, build_config, hf_home.
 
-from rl_pipeline_bench.snapshots import model_rule_params as _model_params
-
-
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
 localrules:
     model_identity,
@@ -22,16 +19,16 @@ rule model_identity:
     input:
         model_inputs,
     output:
-        "results/models/{model}.json",
+        paths.MODEL_RECORD,
     log:
         "logs/models/{model}.log",
     params:
         model=lambda wc: wc.model,
-        source=lambda wc: _model_params(config, wc.model)["source"],
-        repo_id=lambda wc: _model_params(config, wc.model)["repo_id"],
-        revision=lambda wc: _model_params(config, wc.model)["revision"],
-        build_config=lambda wc: _model_params(config, wc.model)["build_config"],
-        hf_home=lambda wc: _model_params(config, wc.model)["hf_home"],
-        script=lambda wc: _model_params(config, wc.model)["script"],
+        source=lambda wc: model_rule_params(config, wc.model)["source"],
+        repo_id=lambda wc: model_rule_params(config, wc.model)["repo_id"],
+        revision=lambda wc: model_rule_params(config, wc.model)["revision"],
+        build_config=lambda wc: model_rule_params(config, wc.model)["build_config"],
+        hf_home=lambda wc: model_rule_params(config, wc.model)["hf_home"],
+        script=lambda wc: model_rule_params(config, wc.model)["script"],
     script:
         "../workflow_scripts/{params.script}"

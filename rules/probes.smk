@@ -21,9 +21,9 @@ rule model_flops:
     message:
         "FLOPs card of {wildcards.model}"
     input:
-        model=ancient("results/models/{model}.json"),
+        model=ancient(paths.MODEL_RECORD),
     output:
-        "results/probes/flops/{model}.json",
+        paths.FLOPS_CARD,
     log:
         "logs/probes/flops/{model}.log",
     shell:
@@ -36,8 +36,8 @@ rule allreduce_probe:
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
-        json=protected("results/probes/{spec}/allreduce.json"),
-        sweep=protected("results/probes/{spec}/allreduce.parquet"),
+        json=protected(paths.probe_record_pattern("allreduce")),
+        sweep=protected(paths.ALLREDUCE_SWEEP),
     log:
         "logs/probes/{spec}/allreduce.log",
     resources:
@@ -55,7 +55,7 @@ rule storage_probe:
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
-        protected("results/probes/{spec}/storage.json"),
+        protected(paths.probe_record_pattern("storage")),
     log:
         "logs/probes/{spec}/storage.log",
     resources:
@@ -71,7 +71,7 @@ rule checkpoint_probe:
         spec=ancient(rules.run_spec.output[0]),
         model=lambda wc: ancient(model_record(wc)),
     output:
-        protected("results/probes/{spec}/checkpoint.json"),
+        protected(paths.probe_record_pattern("checkpoint")),
     log:
         "logs/probes/{spec}/checkpoint.log",
     resources:

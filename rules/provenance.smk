@@ -9,15 +9,9 @@
 # the rule. Needs only the repository (the main Snakefile's directory). The module
 # is standard-library only, so these jobs start fast.
 
-from pathlib import Path as _ProvPath
-import os as _prov_os
-
-from rl_pipeline_bench import provenance as _prov
-from rl_pipeline_bench.backends import names as _backend_names
-
-_PROV_ROOT = _ProvPath(workflow.basedir).resolve()
+_PROV_ROOT = Path(workflow.basedir).resolve()
 #: Wildcard pattern of the registered backends (one alternative per backend package).
-BACKEND_PATTERN = "|".join(_backend_names(_PROV_ROOT))
+BACKEND_PATTERN = "|".join(backend_names(_PROV_ROOT))
 
 
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
@@ -30,9 +24,9 @@ rule recipe_hash:
     message:
         "hash the {wildcards.backend} recipe"
     input:
-        lambda wc: [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.recipe_files(wc.backend, _PROV_ROOT)],
+        lambda wc: [os.path.relpath(_PROV_ROOT / f) for f in provenance.recipe_files(wc.backend, _PROV_ROOT)],
     output:
-        "results/provenance/recipes/{backend}.json",
+        paths.RECIPE_RECORD,
     log:
         "logs/provenance/recipe_{backend}.log",
     wildcard_constraints:
@@ -47,9 +41,9 @@ rule source_hash:
     message:
         "hash the benchmark source"
     input:
-        [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.source_files(_PROV_ROOT)],
+        [os.path.relpath(_PROV_ROOT / f) for f in provenance.source_files(_PROV_ROOT)],
     output:
-        "results/provenance/source.json",
+        paths.SOURCE_RECORD,
     log:
         "logs/provenance/source.log",
     params:

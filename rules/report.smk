@@ -27,14 +27,14 @@ rule render_report:
         # A deleted summary, infra or probe record is made again (common.smk, record_dirs).
         record_dirs=lambda wc: spec_record_dirs(SPEC_ID),
     output:
-        html="reports/comparison.html",
-        tables=directory("reports/tables"),
-        figures=directory("reports/figures"),
+        html=paths.REPORT_HTML,
+        tables=directory(paths.REPORT_TABLES),
+        figures=directory(paths.REPORT_FIGURES),
     log:
         "logs/report/comparison.log",
     params:
-        evidence_root="results/evidence",
-        attempts=ATTEMPTS_INDEX,
+        evidence_root=paths.EVIDENCE_ROOT,
+        attempts=paths.ATTEMPTS_INDEX,
         # How trials are judged changes no run, so it is not in the spec (docs/run-spec.md).
         statistics=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in (config.get("statistics") or {}).items()),
     shell:
@@ -65,7 +65,7 @@ rule paper_sources:
         probes=spec_probes(SPEC_ID),
         record_dirs=lambda wc: spec_record_dirs(SPEC_ID),
     output:
-        directory("reports/paper_sources"),
+        directory(paths.PAPER_SOURCES),
     log:
         "logs/report/paper_sources.log",
     params:
@@ -85,7 +85,7 @@ rule render_paper:
     input:
         rules.paper_sources.output,
     output:
-        directory("reports/paper"),
+        directory(paths.PAPER_DIR),
     log:
         "logs/report/paper.log",
     shell:

@@ -24,7 +24,7 @@ rule run_benchmark:
     output:
         # update(): Snakemake keeps an existing record instead of deleting it first (a forced
         # job as root, whom protected() does not bind), so `bench run` refuses to replace it.
-        protected(update("results/runs/{spec}/{backend}/{workload}/trial{trial}/run.json")),
+        protected(update(paths.RUN_RECORD)),
     log:
         "logs/runs/{spec}/{backend}/{workload}/trial{trial}.log",
     resources:
@@ -33,7 +33,8 @@ rule run_benchmark:
     params:
         lease=lease_prefix,
         image=image_args,
-        attempts=ATTEMPTS_INDEX,
+        evidence_root=paths.EVIDENCE_ROOT,
+        attempts=paths.ATTEMPTS_INDEX,
         progress=PROGRESS_LINES,
     shell:
         # Preflight (recipe/source/image/model identity) runs before any GPU lease. The run's
@@ -45,7 +46,7 @@ rule run_benchmark:
         " --workload {wildcards.workload} --trial {wildcards.trial}"
         " --model-record {input.model} --plan {input.plan}"
         " --recipe-record {input.recipe} --source-record {input.source}"
-        " --evidence-root results/evidence --attempts-index {params.attempts:q} {params.image}"
+        " --evidence-root {params.evidence_root:q} --attempts-index {params.attempts:q} {params.image}"
         " --run-json {output} 2>&1 | tee -a {log} | {{ grep --line-buffered {params.progress:q} >&2 || true; }}"
 
 
@@ -60,13 +61,13 @@ rule summarize_run:
         spec=ancient(rules.run_spec.output[0]),
         card=flops_card,
     output:
-        summary="results/runs/{spec}/{backend}/{workload}/trial{trial}/summary.json",
-        infra="results/runs/{spec}/{backend}/{workload}/trial{trial}/infra.json",
+        summary=paths.RUN_SUMMARY,
+        infra=paths.RUN_INFRA,
     log:
         summary="logs/summaries/{spec}/{backend}/{workload}/trial{trial}.log",
         infra="logs/probes/runs/{spec}/{backend}/{workload}/trial{trial}.log",
     params:
-        attempts=ATTEMPTS_INDEX,
+        attempts=paths.ATTEMPTS_INDEX,
     shell:
         "bench summarize-run {input.run:q} --spec {input.spec:q} --attempts-index {params.attempts:q}"
         " --output {output.summary:q} > {log.summary:q} 2>&1 && "

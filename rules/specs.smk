@@ -5,9 +5,6 @@
 # hash and writes it atomically. Every later job (plans, preflight, runs, summaries,
 # report) reads this file and never config.yaml. Format: docs/run-spec.md.
 
-import json as _spec_json
-
-
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
 localrules:
     run_spec,
@@ -17,10 +14,10 @@ rule run_spec:
     message:
         "write the run spec {wildcards.spec}"
     output:
-        "results/specs/{spec}.json",
+        paths.SPEC_FILE,
     log:
         "logs/specs/{spec}.log",
     params:
-        doc=lambda wc: _spec_json.dumps(spec_doc(wc.spec), sort_keys=True, separators=(",", ":")),
+        doc=lambda wc: json.dumps(spec_doc(wc.spec), sort_keys=True, separators=(",", ":")),
     shell:
         "bench spec write --doc {params.doc:q} --output {output:q} > {log:q} 2>&1"

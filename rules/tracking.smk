@@ -16,7 +16,7 @@ rule mlflow_export:
         evals=eval_summaries(config.get("eval_suite")),
         probes=spec_probes(SPEC_ID) + spec_run_infra(SPEC_ID),
     output:
-        "results/mlflow/exported-{suite}.json",
+        paths.MLFLOW_EXPORT_RECORD,
     log:
         "logs/tracking/mlflow-{suite}.log",
     params:

@@ -15,8 +15,8 @@ rule workload_plan:
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
-        plan="results/workloads/{spec}/{workload}.parquet",
-        offered_figure="results/workloads/{spec}/{workload}.offered.png",
+        plan=paths.PLAN_FILE,
+        offered_figure=paths.OFFERED_FIGURE,
     log:
         "logs/workloads/{spec}/{workload}.log",
     shell:

@@ -7,11 +7,62 @@ workflow reuses it instead of running the pipeline again.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
+import yaml
 from planted_secrets import PLANTED_SECRETS
 from workflow_copy import copy_repo, snakemake
+
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.paths import CONFIG_PATH
+
+#: Markers of the slow tier (registered in pyproject.toml): real benchmark and pipeline runs,
+#: SLURM, container images, the framework venv, a browser, LaTeX, a real MLflow server.
+SLOW_MARKERS = ("e2e", "cluster", "podman", "frameworks", "browser", "tex", "server")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tiers")
+    group.addoption("--fast", action="store_true",
+                    help=f"the everyday tier: leave out tests marked {', '.join(SLOW_MARKERS)}")
+    group.addoption("--slow", action="store_true", help="only the tests --fast leaves out")
+
+
+def pytest_collection_modifyitems(config, items):
+    fast, slow = config.getoption("--fast"), config.getoption("--slow")
+    if not (fast or slow):
+        return
+    if fast and slow:
+        raise pytest.UsageError("--fast and --slow select complementary tiers: give one (or neither, for all)")
+    keep, drop = [], []
+    for item in items:
+        is_slow = any(item.get_closest_marker(m) for m in SLOW_MARKERS)
+        (keep if is_slow == slow else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def fresh_config():
+    """Copies of the shipped config.yaml, loaded and validated once per session (for module-scoped
+    fixtures and helpers; a test takes `config`)."""
+    loaded = load_config()
+    return lambda: copy.deepcopy(loaded)
+
+
+@pytest.fixture()
+def config(fresh_config) -> dict:
+    """The shipped config.yaml, validated; each test gets its own copy to change."""
+    return fresh_config()
+
+
+@pytest.fixture()
+def raw_config() -> dict:
+    """The shipped config.yaml as YAML gives it: before validation fills in defaults."""
+    return yaml.safe_load(CONFIG_PATH.read_text())
 
 
 @pytest.fixture(scope="session")

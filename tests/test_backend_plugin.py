@@ -23,6 +23,9 @@ from workflow_copy import copy_repo, scheduled_jobs, snakemake, workflow_env
 from rl_pipeline_bench import provenance
 from rl_pipeline_bench.paths import ROOT
 
+# Slow tier (tests/conftest.py): real Snakemake runs in a scratch copy.
+pytestmark = pytest.mark.e2e
+
 FIXTURE = Path(__file__).parent / "fixtures" / "toy_backend"
 TOY_SUITE = {
     "description": "Toy backend added as a plugin (test).",

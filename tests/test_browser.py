@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow tier (tests/conftest.py): the smoke pipeline's report in headless Chromium.
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 #: Headless, no sandbox (CI runs as root), and nothing that reaches the network.

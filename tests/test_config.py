@@ -15,8 +15,9 @@ from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
 
 
 @pytest.fixture()
-def config():
-    return yaml.safe_load(CONFIG_PATH.read_text())
+def config(raw_config):
+    """This module checks validation itself: its tests start from the file as YAML gives it."""
+    return raw_config
 
 
 def test_shipped_config_is_valid(config):
@@ -199,10 +200,8 @@ def test_names_that_become_paths_must_be_safe(config, mutate, where, name):
     assert f"config key '{where}'" in msg and repr(name) in msg and "not a safe name" in msg, msg
 
 
-def test_hub_repo_id_cannot_climb():
-    from rl_pipeline_bench.config import load_config
-
-    cfg = load_config()
+def test_hub_repo_id_cannot_climb(config):
+    cfg = validate_config(config)
     cfg["models"]["qwen3.5-35b-a3b"]["repo_id"] = "../.."
     with pytest.raises(ConfigError, match="models/qwen3.5-35b-a3b/repo_id"):
         validate_config(cfg)

@@ -23,6 +23,9 @@ from workflow_copy import copy_repo, snakemake
 from rl_pipeline_bench import image_runs, images
 from rl_pipeline_bench.container_run import LABEL_RUN
 
+# Slow tier (tests/conftest.py): the pipeline with runtime: container, images built by podman.
+pytestmark = [pytest.mark.e2e, pytest.mark.podman]
+
 PODMAN_SOCK = "/run/podman/podman.sock"
 WORKLOAD = "multi_turn"
 

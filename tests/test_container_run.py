@@ -72,6 +72,7 @@ def _gone(client, container_id: str) -> bool:
     return False
 
 
+@pytest.mark.podman
 def test_run_mounts_evidence_rw_inputs_ro_and_reports_the_exit_code(engine, tmp_path):
     evidence = tmp_path / "evidence"
     evidence.mkdir()
@@ -93,6 +94,7 @@ def test_run_mounts_evidence_rw_inputs_ro_and_reports_the_exit_code(engine, tmp_
     assert _gone(engine, result.container_id), "the container must be removed after the run"
 
 
+@pytest.mark.podman
 def test_sigterm_stops_and_removes_the_container(engine, tmp_path):
     tag = f"pytest-{uuid.uuid4().hex[:8]}"
     code = ("import sys; from rl_pipeline_bench import container_run as c\n"

@@ -19,7 +19,6 @@ if importlib.util.find_spec("libero") is None:  # CI installs the extra: there i
         pytest.fail("hf-libero is the `eval` extra (`uv sync --extra eval`); .ci/run installs it")
     pytest.skip("hf-libero is the `eval` extra (`uv sync --extra eval`); .ci/run installs it", allow_module_level=True)
 
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import envs, spec as eval_spec
 from rl_pipeline_bench.eval.envs import libero_env
@@ -55,8 +54,7 @@ def test_libero_10_has_ten_tasks_with_50_init_states_each(libero_config_dir):
 
 @pytest.mark.parametrize("name,tasks", [("libero_spatial", 10), ("libero_object", 10), ("libero_goal", 10),
                                         ("libero_90", 90)])
-def test_every_suite_lists_its_tasks(libero_config_dir, name, tasks):
-    config = load_config()
+def test_every_suite_lists_its_tasks(config, libero_config_dir, name, tasks):
     spec = eval_spec.resolve(config, name)
     listed = envs.list_tasks(spec, config)
     assert len(listed) == tasks and all(t.language for t in listed)
@@ -68,8 +66,7 @@ def test_unknown_suite_is_named(libero_config_dir):
         libero_env.load_suite("libero_11")
 
 
-def test_missing_assets_stop_before_work_saying_what_to_download(libero_config_dir, tmp_path):
-    config = load_config()
+def test_missing_assets_stop_before_work_saying_what_to_download(config, libero_config_dir, tmp_path):
     spec = eval_spec.resolve(config, "libero_10")
     with pytest.raises(EnvUnavailable, match="lerobot/libero-assets.*libero_assets="):
         envs.preflight(spec, dict(config, libero_assets=None))

@@ -24,6 +24,9 @@ from rl_pipeline_bench.paths import ROOT
 
 import importlib.util  # noqa: E402
 
+# Slow tier (tests/conftest.py): real evaluation runs through Snakemake.
+pytestmark = pytest.mark.e2e
+
 # Not imported here: importing robosuite sets PYOPENGL_PLATFORM for this whole process.
 if importlib.util.find_spec("robosuite") is None:  # CI installs the extra: there its absence is a failure
     if os.environ.get("CI"):
@@ -140,8 +143,7 @@ def test_report_shows_the_evaluation_beside_the_paper_table(evaluated, tmp_path)
     assert set(paper["kind"]) == {"paper"}  # robosuite has no paper counterpart: reference rows only
 
 
-def test_crashing_episode_is_recorded_and_the_run_goes_on(tmp_path):
-    config = load_config()
+def test_crashing_episode_is_recorded_and_the_run_goes_on(config, tmp_path):
     config["eval_suites"]["t"] = dict(config["eval_suites"]["smoke"], runs=1, scenarios_per_task=3)
     spec = eval_spec.resolve(config, "t")
     ckpt = tmp_path / "ckpt"
@@ -156,8 +158,7 @@ def test_crashing_episode_is_recorded_and_the_run_goes_on(tmp_path):
     assert manifest["status"] == "completed" and manifest["counts"]["crashed"] == 1
 
 
-def test_bad_input_stops_before_any_work(tmp_path):
-    config = load_config()
+def test_bad_input_stops_before_any_work(config, tmp_path):
     spec = eval_spec.resolve(config, "smoke")
     missing = tmp_path / "global_step_7"
     with pytest.raises(PolicyLoadError, match="unknown policy"):

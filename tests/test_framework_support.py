@@ -13,7 +13,6 @@ import sys
 import pytest
 
 from rl_pipeline_bench import backends
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.framework_support import SupportError, refuse_gaps
 
@@ -27,8 +26,7 @@ def test_preflight_refuses_a_framework_that_is_not_there(backend, framework):
     assert f"installed no {framework}" in proc.stderr and f"installed: {framework} is not installed" in proc.stderr
 
 
-def test_framework_backends_describe_what_preflight_asks():
-    config = load_config()
+def test_framework_backends_describe_what_preflight_asks(config):
     suite = get_suite(config, "comparison")
     for name in ("art", "skyrl"):
         native = backends.get(name).native_support(config, suite)

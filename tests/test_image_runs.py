@@ -108,17 +108,16 @@ def test_preflight_in_a_pod_of_the_image_checks_the_image_in_place_without_an_en
     assert f"recipe sha256 recomputed in the container is {recipe}, the image was baked with {'0' * 64}" in stale.stderr
 
 
-def test_an_image_whose_files_differ_from_its_labels_fails_the_run_before_the_backend(tmp_path, monkeypatch):
+def test_an_image_whose_files_differ_from_its_labels_fails_the_run_before_the_backend(config, tmp_path, monkeypatch):
     """In place (RL_BENCH_RUNTIME=container), a recomputed hash that differs from the baked one fails the
     run with its evidence kept, naming both hashes; the backend never starts."""
     import json
 
     from rl_pipeline_bench import runner
-    from rl_pipeline_bench.config import load_config
     from rl_pipeline_bench.paths import ROOT
     from rl_pipeline_bench.spec import build_spec, check_spec
 
-    spec = check_spec(build_spec(load_config(ROOT / "config.yaml"), "smoke_container"))
+    spec = check_spec(build_spec(config, "smoke_container"))
     source = provenance.source_manifest(ROOT)
     monkeypatch.setenv("RL_BENCH_RUNTIME", "container")
     monkeypatch.setenv(provenance.BAKED_RECIPE_ENV, provenance.recipe_record("reference", ROOT)["sha256"])

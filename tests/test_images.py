@@ -92,6 +92,7 @@ def built(engine, tmp_path_factory):
     return root, _build(root, engine)
 
 
+@pytest.mark.podman
 def test_build_preflight_and_stale_recipe(engine, built):
     root, record = built
     want_recipe = provenance.recipe_record("reference", root)["sha256"]
@@ -121,6 +122,7 @@ def test_build_preflight_and_stale_recipe(engine, built):
     dockerfile.write_text(dockerfile.read_text().removesuffix("# one more line\n"))
 
 
+@pytest.mark.podman
 def test_build_refuses_a_context_that_does_not_match_its_hashes(engine, built):
     """The recipe's own build step recomputes the hashes: a wrong claim never gets labelled."""
     root, _ = built
@@ -129,6 +131,7 @@ def test_build_refuses_a_context_that_does_not_match_its_hashes(engine, built):
         _build(root, engine, build_args={"RL_BENCH_SOURCE_SHA256": bogus}, tag="rl-bench-test/reference:bogus")
 
 
+@pytest.mark.podman
 def test_preflight_of_an_image_the_engine_does_not_have(engine, built):
     root, record = built
     gone = dict(record, image_id="sha256:" + "f" * 64)

@@ -193,6 +193,7 @@ _SKIP = shutil.ignore_patterns(".venv", ".git", "results", "reports", "logs", ".
                                ".pytest_cache", ".scratch", ".venv-*")
 
 
+@pytest.mark.e2e
 def test_pod_program_runs_a_cpu_suite_into_its_data_directory(tmp_path):
     """The in-pod program for real, on CPU: identity, gate, one workload, summary, completion, then collection."""
     image_root = tmp_path / "opt-rl-bench"  # stands in for the image's /opt/rl-bench

@@ -38,13 +38,13 @@ from rl_pipeline_bench.leases import (
     ClearRefused,
     LeaseRefused,
     LockDir,
-    SpecError,
+    GpuSetError,
     choose_gpu_set,
     clear_lease,
     current_lease_gpus,
     lease_command,
     list_leases,
-    resolve_spec,
+    resolve_gpu_set,
 )
 from rl_pipeline_bench.leases import procs as lease_procs
 
@@ -88,7 +88,7 @@ def test_lease_command_argv():
     argv = lease_command(["0,1", "2,3"], 2, "r", lock_dir="/x/locks", memory_threshold_mib=10)
     assert argv == ["bench", "lease", "run", "--gpus", "0,1", "--gpus", "2,3", "--count", "2", "--run-id", "r",
                     "--lock-dir", "/x/locks", "--memory-threshold-mib", "10", "--"]
-    with pytest.raises(SpecError):
+    with pytest.raises(GpuSetError):
         lease_command("0,,1", 2, "r")
     with pytest.raises(ValueError):
         lease_command([], 2, "r")
@@ -107,8 +107,8 @@ def test_lease_command_argv():
     ("", 1, "SPEC ''", "empty GPU SPEC"),
 ])
 def test_malformed_specs(host, spec, count, gpu_named, reason):
-    with pytest.raises(SpecError) as exc:
-        resolve_spec(spec, count, query_inventory())
+    with pytest.raises(GpuSetError) as exc:
+        resolve_gpu_set(spec, count, query_inventory())
     assert exc.value.gpu.startswith(gpu_named) and reason in exc.value.reason
     refused = refuse(spec, count)
     text = str(refused)
@@ -117,7 +117,7 @@ def test_malformed_specs(host, spec, count, gpu_named, reason):
 
 
 def test_spec_resolves_indices_and_uuids_in_order(host):
-    got = resolve_spec(f"2,{uuid_of(0)}", 2, query_inventory())
+    got = resolve_gpu_set(f"2,{uuid_of(0)}", 2, query_inventory())
     assert [g.index for g in got] == [2, 0]
 
 

@@ -28,3 +28,11 @@ def test_exactly_the_rules_without_cluster_resources_are_local():
     assert sorted(set(rules) - cluster - local) == [], "light rules missing from localrules"
     assert sorted(cluster & local) == [], "rules with a gpu or bench_slot resource listed as local"
     assert {"run_benchmark", "eval_run", "allreduce_probe", "storage_probe", "checkpoint_probe"} <= cluster
+
+
+def test_rules_import_python_only_in_imports_smk():
+    """Every rules/*.smk takes its Python names from rules/imports.smk (included by common.smk);
+    only function-level (lazy) imports may sit elsewhere."""
+    found = [f"{p.name}:{n}: {line}" for p in sorted((ROOT / "rules").glob("*.smk")) if p.name != "imports.smk"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if line.startswith(("import ", "from "))]
+    assert not found, "top-level imports outside rules/imports.smk:\n" + "\n".join(found)

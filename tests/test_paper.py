@@ -30,6 +30,9 @@ from rl_pipeline_bench.report.build import collect_report, fmt_num  # noqa: E402
 from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources  # noqa: E402
 from rl_pipeline_bench.spec import write_spec  # noqa: E402
 
+# Slow tier (tests/conftest.py): the smoke pipeline's evidence, compiled with latexmk.
+pytestmark = [pytest.mark.e2e, pytest.mark.tex]
+
 TRIALS = (1, 2, 3)
 
 

@@ -16,12 +16,16 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from planted_secrets import MARK, PLANTED_SECRETS
 from workflow_copy import scheduled_jobs as _jobs
 from workflow_copy import snakemake as _snakemake
 from workflow_copy import spec_id as smoke_spec
 
 from rl_pipeline_bench.progress import PREFIX as PROGRESS
+
+# Slow tier (tests/conftest.py): the whole smoke pipeline, run once per session.
+pytestmark = pytest.mark.e2e
 
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
 
@@ -132,12 +136,13 @@ def test_leased_run_without_nvml_records_why_and_completes(smoke_workdir, tmp_pa
 def test_plans_are_the_offered_work_for_every_backend(smoke_workdir):
     from rl_pipeline_bench import workloads as wl
     from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.spec import build_spec, check_spec
 
-    config = load_config(smoke_workdir / "config.yaml")
+    run_spec = check_spec(build_spec(load_config(smoke_workdir / "config.yaml"), "smoke"))
     spec = smoke_spec(smoke_workdir)
     for w in WORKLOADS:
         stored = wl.read_plan(smoke_workdir / f"results/workloads/{spec}/{w}.parquet")
-        _ws, fresh, _ = wl.suite_plan(config, w, suite="smoke")
+        _ws, fresh, _ = wl.spec_plan(run_spec, w)
         pd.testing.assert_frame_equal(stored, fresh)
 
 
@@ -318,6 +323,7 @@ def test_planted_secrets_are_written_nowhere(smoke_workdir):
     manifest = json.loads((evidence / "manifest.json").read_text())
     assert "hf_cache=<redacted>" in manifest["command"] and manifest["env"]["HF_TOKEN"] == "<redacted>"
     assert "PGPASSWORD" not in manifest["env"] and "UNRELATED_SETTING" not in manifest["env"]
+    assert manifest["env"]["RL_BENCH_DB_LOGIN"] == manifest["env"]["SLURM_JOB_COMMENT"] == "<not recorded>"
     leaks, checked = [], 0
     for top in ("results", "reports", "logs", ".snakemake"):
         for path in (smoke_workdir / top).rglob("*"):

@@ -67,11 +67,9 @@ def test_expectations_table_names_its_sources():
     assert all(r["source"] and r["scope"] in ("inter-node", "intra-node") for r in rows)
 
 
-def test_probe_settings_follow_the_suite():
-    from rl_pipeline_bench.config import load_config
+def test_probe_settings_follow_the_suite(config):
     from rl_pipeline_bench.probes.settings import merged_probe_settings, probe_settings
 
-    config = load_config()
     smoke = probe_settings(config, config["suites"]["smoke"])
     assert smoke["allreduce"]["backend"] == "gloo" and smoke["allreduce"]["world_size"] == 2
     assert smoke["allreduce"]["max_bytes"] == 1 << 20  # the smoke suite's own override

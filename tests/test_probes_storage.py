@@ -117,18 +117,14 @@ def test_a_file_is_not_a_directory(tmp_path):
     assert f.read_text() == "x"
 
 
-def test_bench_probe_storage_reads_its_settings_from_the_spec(tmp_path, capsys):
+def test_bench_probe_storage_reads_its_settings_from_the_spec(config, tmp_path, capsys):
     """The rule's command (`--spec` only) measures with the spec's settings and names the spec;
     flags beside --spec are refused; by hand, flags override the spec resolved from --config."""
-    import copy
-
     import yaml
 
     from rl_pipeline_bench.cli import main as bench
-    from rl_pipeline_bench.config import load_config
     from rl_pipeline_bench.spec import build_spec, write_spec
 
-    config = copy.deepcopy(load_config())
     config["probes"]["storage"].update(directory=str(tmp_path / "scratch"), engine="python")
     config["suites"]["smoke"]["probes"]["storage"]["size_bytes"] = 2 * MiB
     spec = write_spec(build_spec(config, "smoke"), tmp_path / "specs" / f"{build_spec(config, 'smoke')['id']}.json")

@@ -170,10 +170,11 @@ def test_module_cli_check_and_setup_manifest(tmp_path):
         provenance.load_setup_manifests(tmp_path)
 
 
+@pytest.mark.e2e
 def test_provenance_rules_write_records(tmp_path):
     """rules/provenance.smk through Snakemake on a scratch copy; an edit re-runs the recipe rule."""
     root = copy_tree(tmp_path)
-    (root / "Snakefile").write_text('include: "rules/provenance.smk"\n')
+    (root / "Snakefile").write_text('include: "rules/imports.smk"\ninclude: "rules/provenance.smk"\n')
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(root), "-s", str(root / "Snakefile"),
            "results/provenance/recipes/art.json", "results/provenance/source.json"]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")

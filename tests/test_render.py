@@ -16,7 +16,6 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.render import (
     SALT_TOKENS, encode_prompt, prompt_ids, render_messages, text_of_tokens, word_pool,
 )
@@ -82,11 +81,6 @@ BUILDERS = {"wordlevel": wordlevel_tokenizer, "bytelevel_bpe": bytelevel_bpe_tok
 @pytest.fixture(scope="module", params=list(BUILDERS))
 def tok(request):
     return BUILDERS[request.param]()
-
-
-@pytest.fixture(scope="module")
-def config():
-    return load_config()
 
 
 def _plan(config, workload, scale=0.05, seed=3):

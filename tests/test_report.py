@@ -7,7 +7,6 @@ workload generator, so only the numbers are synthetic.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shutil
@@ -23,7 +22,6 @@ from evidence_fixtures import build_evidence, default_calls  # noqa: E402
 
 from rl_pipeline_bench import jobs  # noqa: E402
 from rl_pipeline_bench.attempts import seed_index  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.figures import write_offered_figure  # noqa: E402
@@ -35,9 +33,8 @@ BACKENDS = ["art", "skyrl"]
 UPDATES = list(range(1, 21))
 
 
-def _spec(suite: str, backends: list[str], contract: dict | None = None):
-    """The run spec of a fixture suite (built from config.yaml plus that suite)."""
-    cfg = copy.deepcopy(load_config())
+def _spec(cfg: dict, suite: str, backends: list[str], contract: dict | None = None):
+    """The run spec of a fixture suite (built from a copy of config.yaml, `cfg`, plus that suite)."""
     cfg["suites"][suite] = {
         **cfg["suites"]["smoke"], "description": f"Fixture suite {suite} for the report tests.",
         "backends": backends, "workloads": WORKLOADS, "scale": 0.02,
@@ -79,12 +76,12 @@ def _render(ws: Path, inputs: dict, out: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def two_backends(tmp_path_factory):
+def two_backends(tmp_path_factory, fresh_config):
     """art is 3 s/update, skyrl 2 s/update; skyrl/long_generation breaks forced lengths and
     has an earlier failed attempt; plus a corrupt and an empty evidence directory."""
     ws = tmp_path_factory.mktemp("report2")
     suite = "fixture2"
-    spec = _spec(suite, BACKENDS)
+    spec = _spec(fresh_config(), suite, BACKENDS)
     ev = ws / "results" / "evidence"
     summaries = []
     n = 0
@@ -194,10 +191,10 @@ def test_same_evidence_gives_identical_outputs(two_backends):
     assert snapshot(first) == before
 
 
-def test_single_backend_non_default_contract(tmp_path):
+def test_single_backend_non_default_contract(config, tmp_path):
     suite = "fixture1"
     contract = {"warmup_updates": 2, "measured_updates": 3, "headline_updates": 2}
-    spec = _spec(suite, ["reference"], contract)
+    spec = _spec(config, suite, ["reference"], contract)
     ev = tmp_path / "results" / "evidence"
     summaries = []
     for i, w in enumerate(WORKLOADS):
@@ -253,9 +250,9 @@ def test_workflow_job_entry_point(two_backends, tmp_path):
                            tmp_path / "xt", tmp_path / "xf", smk.params.suite, i["spec"], offered_figures=drawn[:1])
 
 
-def _one_reference_run(tmp_path: Path, suite: str, **manifest) -> tuple:
+def _one_reference_run(config: dict, tmp_path: Path, suite: str, **manifest) -> tuple:
     """(spec, evidence dir) of one fixture run of the reference backend on multi_turn."""
-    spec = _spec(suite, ["reference"])
+    spec = _spec(config, suite, ["reference"])
     path = build_evidence(tmp_path / "results" / "evidence", manifest={**_manifest(spec, "reference", "multi_turn"),
                                                                        **manifest},
                           run_id=f"20260101T000000Z-{suite}-reference-multi_turn-trial1")
@@ -268,9 +265,9 @@ def _one_run_inputs(tmp_path: Path, spec, path: Path) -> dict:
 
 
 @pytest.mark.parametrize("bad", [{"trial": "one"}, {"backend": ["x"]}])
-def test_reported_run_with_mistyped_identity(tmp_path, bad):
+def test_reported_run_with_mistyped_identity(config, tmp_path, bad):
     """A manifest naming its run with values of the wrong type makes an invalid summary, never a report crash."""
-    spec, path = _one_reference_run(tmp_path, "fixture6", **bad)
+    spec, path = _one_reference_run(config, tmp_path, "fixture6", **bad)
     inputs = _one_run_inputs(tmp_path, spec, path)
     summaries = inputs["summaries"]
     summary = json.loads(summaries[0].read_text())
@@ -285,9 +282,9 @@ def test_reported_run_with_mistyped_identity(tmp_path, bad):
     _render(tmp_path, inputs, "reports-old")
 
 
-def test_reported_run_with_corrupt_manifest(tmp_path):
+def test_reported_run_with_corrupt_manifest(config, tmp_path):
     """A declared run whose manifest is garbage is still reported, as invalid, under its run path."""
-    spec, path = _one_reference_run(tmp_path, "fixture3")
+    spec, path = _one_reference_run(config, tmp_path, "fixture3")
     (path / "manifest.json").write_text("[1, 2")
     inputs = _one_run_inputs(tmp_path, spec, path)
     reports = _render(tmp_path, inputs, "reports")
@@ -298,11 +295,11 @@ def test_reported_run_with_corrupt_manifest(tmp_path):
     assert head[["workload", "backend", "valid"]].values.tolist() == [["multi_turn", "reference", False]]
 
 
-def test_mixed_schema_versions(tmp_path):
+def test_mixed_schema_versions(config, tmp_path):
     """Each run is read by its version's reader or listed as unreadable with the reason, never a crash:
     a v2 summary (no reader here) is listed; v1 evidence and v2 evidence (a summary saying so) are runs."""
     suite = "fixture4"
-    spec = _spec(suite, ["reference"])
+    spec = _spec(config, suite, ["reference"])
     ev = tmp_path / "results" / "evidence"
     summaries = []
     for w in WORKLOADS:
@@ -344,9 +341,9 @@ def test_mixed_schema_versions(tmp_path):
     assert "summary\\_schema" in tex and "\\input{tables/unreadable.tex}" in (tmp_path / "paper" / "paper.tex").read_text()
 
 
-def test_report_judges_a_run_once_when_its_evidence_changed(tmp_path):
+def test_report_judges_a_run_once_when_its_evidence_changed(config, tmp_path):
     """Evidence damaged after its summary was written: headline and attempts tables give the one verdict."""
-    spec, path = _one_reference_run(tmp_path, "fixture5")
+    spec, path = _one_reference_run(config, tmp_path, "fixture5")
     inputs = _one_run_inputs(tmp_path, spec, path)
     (path / "calls.parquet").write_bytes(b"changed after the summary")
     index = tmp_path / "results" / "attempts.jsonl"

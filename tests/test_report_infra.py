@@ -123,13 +123,12 @@ def test_wrong_input_file_is_named(workspace, tmp_path):
     assert json.loads(Path(workspace["infra"][0]).read_text())["schema"] == "rl-bench/run-infra/v1"
 
 
-def test_run_infra_summary_refuses_a_run_of_another_spec(workspace, tmp_path):
+def test_run_infra_summary_refuses_a_run_of_another_spec(config, workspace, tmp_path):
     """`bench probe summarize-run --spec` (in the summarize_run rule): run.json and manifest must name the spec's hash."""
-    from rl_pipeline_bench.config import load_config
     from rl_pipeline_bench.probes.run_infra import summarize_run_json
     from rl_pipeline_bench.spec import SpecError, build_spec, write_spec
 
-    doc = build_spec(load_config(), "smoke")
+    doc = build_spec(config, "smoke")
     spec = write_spec(doc, tmp_path / f"{doc['id']}.json")
     ev = json.loads(Path(workspace["infra"][0]).read_text())["evidence_dir"]
     run_json = tmp_path / "run.json"

@@ -6,7 +6,6 @@ summarised by the real contract code; the statistics come from scipy.stats.
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from pathlib import Path
@@ -19,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from evidence_fixtures import build_evidence  # noqa: E402
 
 from rl_pipeline_bench.attempts import append_event, seed_index  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.stats import StatsSettings, compare, describe, noise_warnings  # noqa: E402
@@ -63,9 +61,9 @@ def test_noise_warnings():
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, fresh_config):
     ws = tmp_path_factory.mktemp("stats")
-    cfg = copy.deepcopy(load_config())
+    cfg = fresh_config()
     cfg["suites"]["fixstats"] = {**cfg["suites"]["smoke"], "backends": ["art", "skyrl"],
                                  "workloads": ["multi_turn", "tool_history"], "trials": 3}
     spec = check_spec(build_spec(cfg, "fixstats"))

@@ -163,7 +163,14 @@ def test_record_roundtrip(tmp_path):
 
 def _run_rule(workdir: Path, hf_home: Path) -> subprocess.CompletedProcess:
     config = {"models": {"tiny": {"source": "hub", "repo_id": REPO_ID, "revision": REV}}, "hf_cache": str(hf_home)}
-    (workdir / "Snakefile").write_text(f"config = {config!r}\ninclude: {str(REPO / 'rules' / 'model.smk')!r}\n")
+    # model.smk takes its input function from common.smk, which needs a whole suite config; this
+    # Snakefile gives the rule its build inputs without common.smk's pre-download check (that check
+    # has its own tests in test_readiness.py), so the rule's own offline verification is what runs.
+    (workdir / "Snakefile").write_text(
+        f"config = {config!r}\ninclude: {str(REPO / 'rules' / 'imports.smk')!r}\n"
+        "def model_inputs(wildcards):\n"
+        "    return model_rule_params(config, wildcards.model)['inputs']\n"
+        f"include: {str(REPO / 'rules' / 'model.smk')!r}\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(workdir), "-s", str(workdir / "Snakefile"),
@@ -172,6 +179,7 @@ def _run_rule(workdir: Path, hf_home: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_model_identity_rule_offline(tmp_path):
     """The rule writes the record from an existing snapshot offline, and fails clearly without one."""
     hf_home = tmp_path / "hf"
@@ -193,13 +201,12 @@ def test_model_identity_rule_offline(tmp_path):
     assert "model.safetensors" in rec["files"]
 
 
-def test_bench_snapshot_cli_offline(tmp_path, capsys):
+def test_bench_snapshot_cli_offline(config, tmp_path, capsys):
     """`bench snapshot` uses the pinned revision from config.yaml and never fetches when offline."""
     from rl_pipeline_bench.cli import main
-    from rl_pipeline_bench.config import load_config
 
-    model = next(name for name, m in load_config()["models"].items() if m["source"] == "hub")
-    pinned = load_config()["models"][model]
+    model = next(name for name, m in config["models"].items() if m["source"] == "hub")
+    pinned = config["models"][model]
     rc = main(["snapshot", "--model", model, "--hf-cache", str(tmp_path), "--offline"])
     assert rc == 1 and f"pinned revision {pinned['revision']}" in capsys.readouterr().err
     make_hub_tree(tmp_path, pinned["repo_id"], pinned["revision"])

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.spec import (
     SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
 )
-
-
-@pytest.fixture()
-def config():
-    return copy.deepcopy(load_config())
 
 
 def _hash(config, suite="smoke"):

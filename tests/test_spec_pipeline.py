@@ -20,6 +20,9 @@ import pytest
 from workflow_copy import copy_repo, snakemake, spec_id
 from workflow_copy import scheduled_jobs as jobs
 
+# Slow tier (tests/conftest.py): real Snakemake runs in a scratch copy.
+pytestmark = pytest.mark.e2e
+
 OVERRIDE = ("suites:\n  smoke:\n    workloads: [tool_history]\n    trials: {trials}\n    scale: {scale}\n"
             "    contract: {{warmup_updates: 2, measured_updates: 3, headline_updates: 2}}\n")
 FIRST = {"trials": 2, "scale": 0.01}

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import re
 
 import pytest
 
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.configfile import ConfigError, get_suite
 from rl_pipeline_bench.backends.art.contract import TOPOLOGY as ART_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import TOPOLOGY as SKYRL_TOPOLOGY
@@ -19,11 +17,6 @@ from rl_pipeline_bench.topology import (
     suite_problems,
     variant_label,
 )
-
-
-@pytest.fixture()
-def config():
-    return copy.deepcopy(load_config())
 
 
 def _suite(config, **changes):

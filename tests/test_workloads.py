@@ -6,13 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_pipeline_bench.config import load_config
 from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.spec import build_spec, check_spec, write_spec
 from rl_pipeline_bench.workloads import (
     GROUP_SHARED, PLAN_COLUMNS, call_seed, iter_trajectories, load_workload, offered_plan,
-    quantile_sample, read_plan, read_plan_meta, suite_plan, write_plan,
+    quantile_sample, read_plan, read_plan_meta, spec_plan, write_plan,
 )
 
 # call_seed("multi_turn", 1, 2, 3, 4, 5) under seeding v1; a change here changes every plan.
@@ -23,12 +22,8 @@ GROUP_FIELDS = ["prompt_tokens", "tool_schema_tokens", "history_completion_token
 
 
 @pytest.fixture(scope="module")
-def config():
-    return load_config()
-
-
-@pytest.fixture(scope="module")
-def full_plans(config):
+def full_plans(fresh_config):
+    config = fresh_config()
     return {w: offered_plan(load_workload(config, w, 1.0), 7, 3) for w in config["workloads"]}
 
 
@@ -188,7 +183,7 @@ def test_salt_unique_per_call_and_absent_when_unsalted(full_plans):
 
 
 def test_write_read_roundtrip_is_atomic_and_exact(tmp_path, config):
-    spec, plan, meta = suite_plan(config, "multi_turn_salted", suite="smoke")
+    spec, plan, meta = spec_plan(check_spec(build_spec(config, "smoke")), "multi_turn_salted")
     path = write_plan(plan, tmp_path / "sub" / "plan.parquet", meta)
     assert sorted(p.name for p in path.parent.iterdir()) == ["plan.parquet"]  # no temp file left
     back = read_plan(path)
@@ -206,31 +201,31 @@ def test_write_read_roundtrip_is_atomic_and_exact(tmp_path, config):
         read_plan(tmp_path / "bad.parquet")
 
 
-def test_suite_plan_uses_suite_scale_and_contract(config):
-    spec, plan, meta = suite_plan(config, "long_generation", suite="smoke")
+def test_spec_plan_uses_suite_scale_and_contract(config):
+    spec, plan, meta = spec_plan(check_spec(build_spec(config, "smoke")), "long_generation")
     c = config["suites"]["smoke"]["contract"]
     trained = c["warmup_updates"] + c["measured_updates"]
     assert plan["update"].max() == trained + config["reference"]["max_policy_age"] == meta["n_updates"]
     assert spec.scale == config["suites"]["smoke"]["scale"]
-    assert len(plan) == plan["update"].max() * spec.calls_per_update
+    assert len(plan) == plan["update"].max() * spec.trajectories_per_update * spec.new_calls
     keys = [k for k, _ in iter_trajectories(plan)]
     assert len(keys) == plan["update"].max() * spec.trajectories_per_update
     with pytest.raises(ConfigError, match="known suites"):
-        suite_plan(config, "long_generation", suite="nope")
+        build_spec(config, "nope")
 
 
 def test_extra_offered_updates_and_workload_scale_come_from_the_suite(config):
     cfg = {**config, "suites": {**config["suites"], "smoke": {
         **config["suites"]["smoke"], "workload_scale": {"tool_history": 0.05},
         "contract": {**config["suites"]["smoke"]["contract"], "extra_offered_updates": 1}}}}
-    ws, plan, meta = suite_plan(cfg, "tool_history", suite="smoke")
+    ws, plan, meta = spec_plan(check_spec(build_spec(cfg, "smoke")), "tool_history")
     assert ws.scale == 0.05 and meta["n_updates"] == 21 and meta["extra_offered_updates"] == 1
-    assert suite_plan(cfg, "multi_turn", suite="smoke")[0].scale == 0.02
+    assert spec_plan(check_spec(build_spec(cfg, "smoke")), "multi_turn")[0].scale == 0.02
 
 
 def test_plan_identical_whoever_asks(tmp_path, config, capsys):
     """`bench write-plan --spec` (the workflow's rule) and resolving from the config write the in-process plan."""
-    _, here, _ = suite_plan(config, "multi_turn_salted", suite="smoke")
+    _, here, _ = spec_plan(check_spec(build_spec(config, "smoke")), "multi_turn_salted")
     spec = check_spec(build_spec(config, "smoke"))
     spec_file = write_spec(spec.doc, tmp_path / "specs" / f"{spec.id}.json").path
     out = tmp_path / "spec.parquet"

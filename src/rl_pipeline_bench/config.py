@@ -21,9 +21,6 @@ import yaml
 from .configfile import NOT_A_MAPPING, ConfigError, read_config_file
 from .paths import CONFIG_PATH, SCHEMA_PATH
 
-WORKLOADS = ("multi_turn", "long_generation", "tool_history", "multi_turn_salted")
-
-
 _SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
 
 

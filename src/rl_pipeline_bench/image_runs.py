@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import container_run, images, provenance
+from . import container_run, images, paths, provenance
 from .container_run import Mount, bind
 
 
@@ -235,7 +235,7 @@ def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[
 
     if host.image_record is None:
         raise images.PreflightError(
-            f"a runtime: container run needs its image record: pass --image-record results/images/{host.backend}.json "
+            f"a runtime: container run needs its image record: pass --image-record {paths.image_record(host.backend)} "
             f"(built by `bench build --backend {host.backend}`)")
     record = images.load_image_record(host.image_record, host.backend)
     descriptor = backends.get(host.backend)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import provenance
+from . import paths
 from .paths import ROOT
 
 IMAGE_SCHEMA = "rl-bench/image/v1"
@@ -53,7 +54,7 @@ def image_tag(backend: str) -> str:
 
 
 def record_path(backend: str, root: Path | str = ROOT) -> Path:
-    return Path(root) / "results" / "images" / f"{backend}.json"
+    return paths.image_record(backend, root)
 
 
 def _docker_host() -> str:
@@ -257,7 +258,7 @@ def preflight(
     root = Path(root)
     if record is None or isinstance(record, (str, Path)):
         record = load_image_record(record or record_path(backend, root), backend)
-    rebuild = f"Next: rebuild with `bench build --backend {backend}` (or `uv run snakemake --cores 1 results/images/{backend}.json`)."
+    rebuild = f"Next: rebuild with `bench build --backend {backend}` (or `uv run snakemake --cores 1 {paths.image_record(backend)}`)."
     want_recipe = provenance.recipe_record(backend, root)
     want_source = provenance.source_record(root)
     client = client or engine_client()

@@ -178,7 +178,7 @@ def execute_run(
     contract["offered_plan"] = {"groups_per_update": int(spec.groups_per_update), "group_size": int(spec.group_size),
                                 "calls_per_trajectory": int(spec.new_calls)}
 
-    root = Path(evidence_dir_root or evidence_root())
+    root = Path(evidence_dir_root or evidence_root(ROOT))
     index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)
     if suite["runtime"] == "container" and not image_runs.in_place():
         host = image_runs.HostRun(run_spec, backend, workload, trial, model, Path(model_record), root, index,

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import paths
 from .atomicfile import write_json_atomic
 
 SCHEMA = "rl-bench/model/v1"
@@ -118,7 +119,7 @@ def _check_complete(files: Mapping[str, str], snap: Path, label: str, hint: str)
 
 
 def _next_step(model: str | None) -> str:
-    target = f"results/models/{model}.json" if model else "results/models/MODEL.json"
+    target = paths.model_record(model or "MODEL")
     return (
         f"Next: re-resolve it with `uv run snakemake --cores 1 --forcerun model_identity {target}` "
         "(needs network to the Hub for hub models), or pass --config hf_cache=PATH naming an HF_HOME whose hub/ holds the pinned revision."
@@ -188,10 +189,10 @@ def hub_identity(model: str, repo_id: str, revision: str, hf_home: Path | str, *
 
 
 def hf_home_for(config: Mapping[str, Any], root: Path | str) -> Path:
-    """The HF_HOME a workflow uses: config `hf_cache` when set, else results/models/hf_home."""
+    """The HF_HOME a workflow uses: config `hf_cache` when set, else paths.HF_HOME under root."""
     if config.get("hf_cache"):
         return Path(config["hf_cache"]).expanduser()
-    return Path(root) / "results" / "models" / "hf_home"
+    return Path(root) / paths.HF_HOME
 
 
 def write_record(record: Mapping[str, Any], path: Path | str) -> Path:
@@ -278,7 +279,7 @@ def model_rule_params(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "repo_id": m["repo_id"],
         "revision": m.get("revision"),
         "build_config": m.get("build_config"),
-        "hf_home": config.get("hf_cache") or "results/models/hf_home",
+        "hf_home": config.get("hf_cache") or paths.HF_HOME,
         "script": "build_reference_model.py" if local else "resolve_hub_model.py",
         "inputs": [m["build_config"], "src/rl_pipeline_bench/reference_model.py"] if local else [],
     }

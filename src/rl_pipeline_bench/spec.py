@@ -233,8 +233,10 @@ def load_spec(path: Path | str) -> RunSpec:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        from .paths import spec_file
+
         raise SpecError(f"run spec {path} does not exist; the workflow writes it "
-                        "(`uv run snakemake --cores 1 results/specs/SUITE-HASH.json`, see `bench plan`)") from None
+                        f"(`uv run snakemake --cores 1 {spec_file('SUITE-HASH')}`, see `bench plan`)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecError(f"run spec {path} is not readable JSON: {exc}") from None
     spec = check_spec(doc, where=f"run spec {path}")
@@ -289,6 +291,3 @@ def spec_from_config_file(config_path: Path | str, suite: str | None = None,
 
     return check_spec(build_spec(load_config(config_path, overrides, configfiles), suite))
 
-
-def spec_path(spec_id: str, root: Path | str = ".") -> Path:
-    return Path(root) / "results" / "specs" / f"{spec_id}.json"

@@ -18,11 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import paths
 from .configfile import ConfigError, check_member
 from .paths import CONFIG_PATH, ROOT
 
 #: What the whole suite is asked for (rules/report.smk): every run, summary, probe and the report.
-SUITE_TARGET = "reports/comparison.html"
+SUITE_TARGET = paths.REPORT_HTML
 
 
 def suite_of_run(args, overrides: dict) -> str | None:
@@ -102,7 +103,7 @@ def run_through_workflow(args, spec) -> int:
     if args.backend is None:
         argv = snakemake_argv([SUITE_TARGET], spec, args)
     else:
-        run_dir = f"results/runs/{spec.id}/{args.backend}/{args.workload}/trial{args.trial}"
+        run_dir = paths.run_dir(spec.id, args.backend, args.workload, args.trial)
         argv = snakemake_argv([f"{run_dir}/run.json", f"{run_dir}/summary.json"], spec, args)
         if os.path.lexists(ROOT / run_dir / "run.json"):
             raise ConfigError(f"{run_dir}/run.json exists (an earlier run); to run it again, delete it first "

@@ -92,10 +92,6 @@ class WorkloadSpec:
         """Offered trajectories per update (the contract's offered_trajectories_per_update)."""
         return self.group_size * self.groups_per_update
 
-    @property
-    def calls_per_update(self) -> int:
-        return self.trajectories_per_update * self.new_calls
-
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in _DISTRIBUTIONS:
@@ -263,13 +259,6 @@ def spec_plan(spec, workload: str) -> tuple[WorkloadSpec, pd.DataFrame, dict[str
         "extra_offered_updates": spec.offered_updates - spec.trained_updates, "spec": ws.to_dict(),
     }
     return ws, plan, meta
-
-
-def suite_plan(config: dict[str, Any], workload: str, suite: str | None = None) -> tuple[WorkloadSpec, pd.DataFrame, dict[str, Any]]:
-    """The plan of one workload of a config's suite (through that suite's resolved spec)."""
-    from .spec import build_spec, check_spec
-
-    return spec_plan(check_spec(build_spec(config, suite)), workload)
 
 
 def iter_trajectories(plan: pd.DataFrame) -> Iterator[tuple[tuple[int, int, int], pd.DataFrame]]:

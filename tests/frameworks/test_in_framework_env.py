@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow tier (tests/conftest.py): runs the framework venv's own tests.
+pytestmark = pytest.mark.frameworks
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("RL_BENCH_FRAMEWORKS_VENV", ROOT / ".scratch" / "venv-frameworks"))
 #: coverage, installed beside the venv by the same setup script

@@ -1,10 +1,12 @@
-"""`bench attempts seed|list`: the attempts index (results/attempts.jsonl, rl_pipeline_bench.attempts)."""
+"""`bench attempts seed|list`: the attempts index (paths.ATTEMPTS_INDEX, rl_pipeline_bench.attempts)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+
+from .. import paths
 
 
 def _seed(args: argparse.Namespace) -> int:
@@ -37,10 +39,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("attempts", help="the attempts index: seed it from existing evidence, list it")
     sub = p.add_subparsers(dest="attempts_command", required=True, metavar="ACTION")
     s = sub.add_parser("seed", help="add evidence directories the index lacks (evidence older than the index)")
-    s.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
-    s.add_argument("--output", type=Path, default=Path("results/attempts.jsonl"))
+    s.add_argument("--evidence-root", type=Path, default=Path(paths.EVIDENCE_ROOT))
+    s.add_argument("--output", type=Path, default=Path(paths.ATTEMPTS_INDEX))
     s.set_defaults(func=_seed)
     ls = sub.add_parser("list", help="every attempt: status, verdict, spec, backend/workload/trial")
-    ls.add_argument("--index", type=Path, default=Path("results/attempts.jsonl"))
+    ls.add_argument("--index", type=Path, default=Path(paths.ATTEMPTS_INDEX))
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=_list)

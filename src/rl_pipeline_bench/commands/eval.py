@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from .. import paths
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("eval", help="task-quality evaluation (LIBERO, RoboTwin, robosuite smoke)")
@@ -35,7 +37,7 @@ def register(subparsers) -> None:
     r.add_argument("--libero-assets", default=None)
     r.add_argument("--robotwin-assets", default=None)
     r.add_argument("--workers", type=int, default=None, help="episode worker processes (default: the spec's)")
-    r.add_argument("--evidence-root", type=Path, default=Path("results/eval_evidence"))
+    r.add_argument("--evidence-root", type=Path, default=Path(paths.EVAL_EVIDENCE_ROOT))
     r.add_argument("--pointer", type=Path, default=None, help="eval.json to write, pointing at the evidence")
     r.add_argument("--log", type=Path, default=None, help="job log file (default: stderr)")
     r.set_defaults(func=cmd_run)

@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import paths
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("mlflow", help="results in MLflow")
     sub = p.add_subparsers(dest="mlflow_command", required=True, metavar="MLFLOW_COMMAND")
-    e = sub.add_parser("export", help="log every summary under results/ not yet in the tracking store")
-    e.add_argument("--results", type=Path, default=Path("results"), help="results directory to scan")
+    e = sub.add_parser("export", help=f"log every summary under {paths.RESULTS}/ not yet in the tracking store")
+    e.add_argument("--results", type=Path, default=Path(paths.RESULTS), help="results directory to scan")
     e.add_argument("--summaries", nargs="*", type=Path, default=None, metavar="SUMMARY_JSON",
                    help="benchmark summaries to export instead of scanning")
     e.add_argument("--eval-summaries", nargs="*", type=Path, default=None, metavar="EVAL_SUMMARY_JSON")
     e.add_argument("--probe-summaries", nargs="*", type=Path, default=None, metavar="PROBE_SUMMARY_JSON")
-    e.add_argument("--uri", default=None, help="tracking URI (default: SQLite under results/mlflow/)")
+    e.add_argument("--uri", default=None, help=f"tracking URI (default: SQLite under {paths.MLFLOW_STORE}/)")
     e.add_argument("--experiment", default="RLinf")
     e.add_argument("--record", type=Path, default=None, help="JSON list of exported keys and MLflow run ids")
     e.add_argument("--log", type=Path, default=None)
@@ -31,7 +33,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     explicit = {"benchmark": args.summaries, "evaluation": args.eval_summaries, "probe": args.probe_summaries}
     found = discover(args.results) if all(v is None for v in explicit.values()) else \
         {k: list(v or []) for k, v in explicit.items()}
-    uri = args.uri or mlflow_export.default_uri(args.results / "mlflow")
+    uri = args.uri or mlflow_export.default_uri(args.results / Path(paths.MLFLOW_STORE).relative_to(paths.RESULTS))
     mlflow_export.check_server(uri)  # an unreachable server stops before anything is read
     with job_log(args.log):
         records = [BUILDERS[kind](p) for kind in ("benchmark", "probe", "evaluation") for p in found[kind]]
@@ -39,7 +41,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.record:
         args.record.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.record, {"uri": uri, "experiment": args.experiment, "runs": exported})
-    logged = sum(1 for e in exported if e["action"] == "logged")
-    print(f"bench mlflow export: {logged} logged, {len(exported) - logged} already there ({uri}, experiment "
-          f"{args.experiment!r})")
+    count = {a: sum(1 for e in exported if e["action"] == a) for a in ("logged", "replaced", "kept")}
+    print(f"bench mlflow export: {count['logged']} logged, {count['replaced']} replaced (summary changed), "
+          f"{count['kept']} already there ({uri}, experiment {args.experiment!r})")
     return 0

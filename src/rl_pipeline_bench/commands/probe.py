@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from .. import paths
+
 
 def _emit(record: dict, output: Path | None) -> None:
     from ..atomicfile import atomic_write_json
@@ -197,7 +199,7 @@ def register(subparsers) -> None:
     c = sub.add_parser("checkpoint", help="safetensors save/load time of the model snapshot and a LoRA adapter",
                        description="Settings from the run spec's probes.checkpoint (--spec, or resolved from --config).")
     add_spec_args(c)
-    c.add_argument("--model-record", type=Path, required=True, help="results/models/MODEL.json")
+    c.add_argument("--model-record", type=Path, required=True, help=str(paths.model_record("MODEL")))
     c.add_argument("--directory", help=by_hand.format("checkpoint", "directory"))
     c.add_argument("--device", help="where tensors are loaded to and saved from (cpu, cuda); "
                    + by_hand.format("checkpoint", "device"))
@@ -223,7 +225,7 @@ def register(subparsers) -> None:
 
     r = sub.add_parser("summarize-run", help="run.json -> the run's infrastructure summary (telemetry phases, MFU)")
     r.add_argument("run_json", type=Path, metavar="RUN_JSON")
-    r.add_argument("--flops-card", type=Path, help="results/probes/flops/MODEL.json (omit: no MFU)")
+    r.add_argument("--flops-card", type=Path, help=f"{paths.flops_card('MODEL')} (omit: no MFU)")
     r.add_argument("--spec", type=Path, help="run spec the run belongs to: run.json and the evidence must name its hash")
     r.add_argument("--output", type=Path, required=True)
     r.set_defaults(func=_summarize_run)

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import paths
 from ..paths import ROOT
 
 
@@ -166,7 +167,7 @@ def _snapshot(args: argparse.Namespace) -> int:
             if not revision.is_file():
                 raise snapshots.SnapshotError(
                     f"local model {args.model} has not been built into {hf_home}. "
-                    f"Next: `uv run snakemake --cores 1 results/models/{args.model}.json`"
+                    f"Next: `uv run snakemake --cores 1 {paths.model_record(args.model)}`"
                 )
             record = snapshots.identity_record(args.model, "local", settings["repo_id"], revision.read_text().strip(), hf_home)
     except snapshots.SnapshotError as exc:
@@ -193,7 +194,7 @@ def register(subparsers) -> None:
     b.add_argument("--root", **root_kw)
     b.add_argument("--base-image", help="override the pinned base image (recorded), e.g. a local debootstrap image")
     b.add_argument("--network", help="build network mode (engine default when omitted)")
-    b.add_argument("--output", help="image record path (default results/images/BACKEND.json)")
+    b.add_argument("--output", help=f"image record path (default {paths.image_record('BACKEND')})")
     b.add_argument("--log", help="append the build log here instead of printing it")
     b.set_defaults(func=_build)
 
@@ -201,14 +202,14 @@ def register(subparsers) -> None:
     f.add_argument("--backend", required=True, choices=backend_names())
     f.add_argument("--runtime", choices=["container", "native"], default=None,
                    help="default: the spec's runtime with --spec, else container")
-    f.add_argument("--model-record", help="results/models/MODEL.json: re-hash its snapshot")
+    f.add_argument("--model-record", help=f"{paths.model_record('MODEL')}: re-hash its snapshot")
     f.add_argument("--env-root", help="native prefix (default $RL_BENCH_ENV_ROOT; none: the current environment)")
     f.add_argument("--output", help="write the preflight result here instead of printing it")
-    f.add_argument("--spec", help="resolved run spec (results/specs/SUITE-HASH.json): check its topology for this backend")
+    f.add_argument("--spec", help=f"resolved run spec ({paths.spec_file('SUITE-HASH')}): check its topology for this backend")
     f.add_argument("--suite", help="without --spec: check this config suite's topology/model/GPU count (contract)")
     f.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file with --suite (default: config.yaml)")
     f.add_argument("--root", **root_kw)
-    f.add_argument("--record", help="image record (default results/images/BACKEND.json)")
+    f.add_argument("--record", help=f"image record (default {paths.image_record('BACKEND')})")
     f.add_argument("--labels-only", action="store_true", help="compare labels only; do not recompute hashes inside the image")
     f.add_argument("--allow-provenance-only", action="store_true", help="accept an image built with --no-dependencies")
     f.set_defaults(func=_preflight)
@@ -216,7 +217,7 @@ def register(subparsers) -> None:
     s = subparsers.add_parser("snapshot", help="resolve/verify a pinned model snapshot and print its identity record")
     s.add_argument("--model", required=True)
     s.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file (default: config.yaml)")
-    s.add_argument("--hf-cache", help="HF_HOME containing hub/ (default: config hf_cache or results/models/hf_home)")
+    s.add_argument("--hf-cache", help=f"HF_HOME containing hub/ (default: config hf_cache or {paths.HF_HOME})")
     s.add_argument("--offline", action="store_true", help="never download; verify an existing snapshot only")
     s.add_argument("--root", **root_kw)
     s.add_argument("--output", help="write the record here (atomically) instead of printing it")

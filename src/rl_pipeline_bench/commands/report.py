@@ -9,19 +9,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import paths
+
 
 def _inputs(p: argparse.ArgumentParser) -> None:
     """What both reports read (the same arguments, so the rules pass the same inputs)."""
     p.add_argument("--spec", type=Path, default=None,
-                   help="resolved run spec results/specs/SUITE-HASH.json (the workflow passes it)")
+                   help=f"resolved run spec {paths.spec_file('SUITE-HASH')} (the workflow passes it)")
     p.add_argument("--suite", default=None, help="suite name (default: the spec's)")
     p.add_argument("--summaries", nargs="+", required=True, type=Path, metavar="SUMMARY_JSON")
     p.add_argument("--plans", nargs="+", required=True, type=Path, metavar="PLAN_PARQUET")
     p.add_argument("--eval-summaries", nargs="*", default=[], type=Path, metavar="EVAL_SUMMARY_JSON",
                    help="task-quality evaluation summaries to include (rules/eval.smk)")
-    p.add_argument("--evidence-root", type=Path, default=Path("results/evidence"))
+    p.add_argument("--evidence-root", type=Path, default=Path(paths.EVIDENCE_ROOT))
     p.add_argument("--attempts-index", type=Path, default=None,
-                   help="attempts index (default: attempts.jsonl beside the evidence root)")
+                   help="attempts index (default: the one beside the evidence root, as in paths.ATTEMPTS_INDEX)")
     p.add_argument("--cv-bound", type=float, default=None, help="noise warning above this CV (default 0.05)")
     p.add_argument("--min-trials", type=int, default=None, help="noise warning below this many valid trials (default 3)")
     p.add_argument("--confidence", type=float, default=None, help="confidence level of the intervals (default 0.95)")
@@ -34,24 +36,24 @@ def _inputs(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("report", help="render reports/comparison.html from retained evidence")
+    p = subparsers.add_parser("report", help=f"render {paths.REPORT_HTML} from retained evidence")
     _inputs(p)
     p.add_argument("--offered-figures", nargs="+", default=None, type=Path, metavar="PNG",
                    help="the plans' offered-length figures, in the order of --plans (drawn when absent)")
-    p.add_argument("--html", type=Path, default=Path("reports/comparison.html"))
-    p.add_argument("--tables", type=Path, default=Path("reports/tables"))
-    p.add_argument("--figures", type=Path, default=Path("reports/figures"))
+    p.add_argument("--html", type=Path, default=Path(paths.REPORT_HTML))
+    p.add_argument("--tables", type=Path, default=Path(paths.REPORT_TABLES))
+    p.add_argument("--figures", type=Path, default=Path(paths.REPORT_FIGURES))
     p.set_defaults(func=run)
 
     paper = subparsers.add_parser("paper", help="the paper report: LaTeX tables, PDF figures, paper.tex, paper.pdf")
     steps = paper.add_subparsers(dest="paper_command", required=True, metavar="STEP")
     src = steps.add_parser("sources", help="write tables/*.tex, figures/*.pdf and paper.tex from retained evidence")
     _inputs(src)
-    src.add_argument("--out", type=Path, default=Path("reports/paper_sources"), help="directory to write")
+    src.add_argument("--out", type=Path, default=Path(paths.PAPER_SOURCES), help="directory to write")
     src.set_defaults(func=run_paper_sources)
     comp = steps.add_parser("compile", help="copy the sources to --out and compile paper.pdf there (latexmk)")
-    comp.add_argument("--sources", type=Path, default=Path("reports/paper_sources"))
-    comp.add_argument("--out", type=Path, default=Path("reports/paper"))
+    comp.add_argument("--sources", type=Path, default=Path(paths.PAPER_SOURCES))
+    comp.add_argument("--out", type=Path, default=Path(paths.PAPER_DIR))
     comp.set_defaults(func=run_paper_compile)
 
 

@@ -1,6 +1,6 @@
 """`bench run` (one benchmark run), `bench plan` (what a suite would run), `bench write-plan`.
 
-Inside the workflow every command gets `--spec results/specs/{suite}-{hash}.json`, the
+Inside the workflow every command gets `--spec results/specs/{suite}-{hash}.json` (paths.SPEC_FILE), the
 settings Snakemake resolved; by hand, without --spec, the spec is resolved from
 `--config` (default config.yaml), `--configfile` and `--set` overrides the same way.
 """
@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from ..configfile import ConfigError
+from .. import paths
 from ..paths import CONFIG_PATH, ROOT
 
 
@@ -32,7 +33,7 @@ def parse_overrides(items: list[str]) -> dict:
 def add_spec_args(p, *, suite: bool = True) -> None:
     """--spec FILE, or --config/--set/--suite to resolve one (outside a workflow)."""
     p.add_argument("--spec", type=Path, default=None,
-                   help="resolved run spec results/specs/SUITE-HASH.json (the workflow passes it)")
+                   help=f"resolved run spec {paths.spec_file('SUITE-HASH')} (the workflow passes it)")
     p.add_argument("--config", type=Path, default=CONFIG_PATH,
                    help="without --spec: config file to resolve the spec from (default: %(default)s)")
     p.add_argument("--configfile", action="append", type=Path, default=[], metavar="FILE",
@@ -70,7 +71,7 @@ def cmd_run(args) -> int:
     spec = spec_of(args)
     if args.dry_run:
         raise ConfigError("run: --dry-run applies to the workflow forms (--suite alone, or --gpus)")
-    model_record = args.model_record or ROOT / "results" / "models" / f"{spec.settings['model']['name']}.json"
+    model_record = args.model_record or paths.model_record(spec.settings["model"]["name"], ROOT)
     return execute_run(
         spec, args.backend, args.workload, args.trial,
         model_record=Path(model_record), plan_path=args.plan, run_json=args.run_json,
@@ -80,21 +81,16 @@ def cmd_run(args) -> int:
     )
 
 
-def run_targets(spec) -> list[dict]:
-    s = spec.settings
-    return [
-        {"suite": spec.suite_name, "spec": spec.id, "backend": b, "workload": w, "trial": t,
-         "target": f"results/runs/{spec.id}/{b}/{w}/trial{t}/run.json"}
-        for b in s["backends"] for w in s["workloads"] for t in range(1, s["trials"] + 1)
-    ]
+def plan_runs(spec) -> list[dict]:
+    """The spec's runs (paths.run_targets) as `bench plan` lists them, each with its run.json target."""
+    return [{"suite": spec.suite_name, **t._asdict(), "target": paths.RUN_RECORD.format(**t._asdict())}
+            for t in paths.run_targets(spec.id, spec.settings)]
 
 
 def cmd_plan(args) -> int:
-    from ..probes.settings import probe_targets
-
     spec = spec_of(args)
-    runs = run_targets(spec)
-    probes = probe_targets(spec.id)
+    runs = plan_runs(spec)
+    probes = [str(p) for p in paths.probe_records(spec.id)]
     if args.json:
         print(json.dumps({"suite": spec.suite_name, "spec": spec.doc, "runs": runs, "probes": probes}, indent=2))
         return 0
@@ -106,7 +102,7 @@ def cmd_plan(args) -> int:
     print("  scale: " + ", ".join(f"{w}={v:g}" for w, v in s["workload_scale"].items()))
     print(f"  contract: {c['warmup_updates']} warmup + {c['measured_updates']} measured updates, "
           f"headline = last {c['headline_updates']}; {c['extra_offered_updates']} more updates offered, never trained")
-    print(f"  spec file: results/specs/{spec.id}.json")
+    print(f"  spec file: {paths.spec_file(spec.id)}")
     for r in runs:
         print(f"  {r['backend']:<10} {r['workload']:<18} trial{r['trial']}  -> {r['target']}")
     print("  probes: " + " ".join(probes))
@@ -135,7 +131,7 @@ def register(sub) -> None:
         description="With --backend and --workload: one run here, now, in a fresh evidence directory. "
                     "With --gpus SET as well: that run through the workflow, leased on SET as the run rule leases. "
                     "With neither: the whole suite through the workflow (every run serially, stopping at the first "
-                    "failure, then the report), like `snakemake --cores 1 reports/comparison.html --config suite=NAME`.")
+                    f"failure, then the report), like `snakemake --cores 1 {paths.REPORT_HTML} --config suite=NAME`.")
     add_spec_args(p)
     p.add_argument("--backend", default=None, help="a registered backend of the suite (omit both it and --workload "
                                                    "to run the whole suite)")
@@ -146,16 +142,16 @@ def register(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="with the workflow forms: show what Snakemake would run, and each command, without running")
     p.add_argument("--trial", type=int, default=1)
-    p.add_argument("--model-record", type=Path, default=None, help="results/models/{model}.json")
+    p.add_argument("--model-record", type=Path, default=None, help=paths.MODEL_RECORD)
     p.add_argument("--plan", type=Path, default=None, help="offered plan parquet of this spec (computed if absent)")
     p.add_argument("--run-json", type=Path, default=None,
                    help="where to write run.json on success; an existing one is refused (see --replace-run-json)")
     p.add_argument("--replace-run-json", action="store_true",
-                   help="replace an existing --run-json (its earlier run's evidence stays in results/evidence/)")
+                   help=f"replace an existing --run-json (its earlier run's evidence stays in {paths.EVIDENCE_ROOT}/)")
     p.add_argument("--recipe-record", type=Path, default=None)
     p.add_argument("--source-record", type=Path, default=None)
     p.add_argument("--image-record", type=Path, default=None)
-    p.add_argument("--evidence-root", type=Path, default=None, help="default: results/evidence")
+    p.add_argument("--evidence-root", type=Path, default=None, help=f"default: {paths.EVIDENCE_ROOT}")
     p.add_argument("--attempts-index", type=Path, default=None,
                    help="attempts index to append to (default: attempts.jsonl beside the evidence root)")
     p.add_argument("--run-id", default=None,
@@ -170,7 +166,7 @@ def register(sub) -> None:
     p = sub.add_parser("write-plan", help="write one workload's offered plan of a spec (the workload_plan rule)")
     add_spec_args(p)
     p.add_argument("--workload", required=True)
-    p.add_argument("--output", type=Path, required=True, help="results/workloads/SPEC/WORKLOAD.parquet")
+    p.add_argument("--output", type=Path, required=True, help=paths.plan_file("SPEC", "WORKLOAD"))
     p.add_argument("--offered-figure", type=Path, default=None,
-                   help="also draw the offered-length figure (PNG) here (results/workloads/SPEC/WORKLOAD.offered.png)")
+                   help=f"also draw the offered-length figure (PNG) here ({paths.offered_figure('SPEC', 'WORKLOAD')})")
     p.set_defaults(func=cmd_write_plan)

@@ -12,6 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
+from .. import paths
+
 
 def _write(args: argparse.Namespace) -> int:
     from ..spec import write_spec
@@ -48,7 +50,7 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="spec_command", required=True, metavar="ACTION")
     w = sub.add_parser("write", help="check a spec document's hash and write it atomically (the run_spec rule)")
     w.add_argument("--doc", required=True, help="the spec document as JSON")
-    w.add_argument("--output", type=Path, required=True, help="results/specs/SUITE-HASH.json")
+    w.add_argument("--output", type=Path, required=True, help=str(paths.spec_file("SUITE-HASH")))
     w.set_defaults(func=_write)
     c = sub.add_parser("check", help="verify a spec file: schema, settings hash, file name")
     c.add_argument("path", type=Path)

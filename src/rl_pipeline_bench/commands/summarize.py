@@ -11,14 +11,16 @@ import json
 import sys
 from pathlib import Path
 
+from .. import paths
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "summarize",
         help="summarize one evidence directory (rates, validity, reasons) as JSON",
-        description="Print the summary of results/evidence/RUN_ID as JSON (schema rl-bench/summary/v1).",
+        description=f"Print the summary of {paths.EVIDENCE_ROOT}/RUN_ID as JSON (schema rl-bench/summary/v1).",
     )
-    p.add_argument("evidence_dir", metavar="EVIDENCE_DIR", type=Path, help="a results/evidence/{run_id} directory")
+    p.add_argument("evidence_dir", metavar="EVIDENCE_DIR", type=Path, help=f"a {paths.EVIDENCE_ROOT}/RUN_ID directory")
     p.add_argument("--output", "-o", type=Path, default=None, help="also write the summary JSON here (atomically)")
     p.set_defaults(func=run)
 
@@ -26,7 +28,7 @@ def register(subparsers) -> None:
         "summarize-run",
         help="run.json -> summary.json (what the workflow's summarize_run rule executes)",
     )
-    r.add_argument("run_json", metavar="RUN_JSON", type=Path, help="results/runs/.../run.json")
+    r.add_argument("run_json", metavar="RUN_JSON", type=Path, help=paths.RUN_RECORD)
     r.add_argument("--output", "-o", type=Path, required=True, help="summary.json to write (atomically)")
     r.add_argument("--spec", type=Path, default=None,
                    help="run spec the run belongs to: its run.json and evidence manifest must name this spec's hash")
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bench summarize: evidence directory not found: {path}", file=sys.stderr)
         return 2
     if not path.is_dir():
-        print(f"bench summarize: not a directory: {path} (expected results/evidence/RUN_ID)", file=sys.stderr)
+        print(f"bench summarize: not a directory: {path} (expected {paths.EVIDENCE_ROOT}/RUN_ID)", file=sys.stderr)
         return 2
     from ..contract.summary import summarize, summarize_to_file  # pandas: import only when summarizing
 

@@ -29,10 +29,6 @@ def paper_reference() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
-def libero_suites() -> list[str]:
-    return list(facts()["libero"]["suites"])
-
-
 def robotwin_tasks() -> dict[str, dict[str, Any]]:
     """RoboTwin task -> {horizon, max_steps}, in the seed's horizon order."""
     out = {}

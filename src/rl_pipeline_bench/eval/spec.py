@@ -70,10 +70,6 @@ def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     return spec
 
 
-def spec_dir(spec: dict[str, Any], root: Path | str = "results/eval") -> Path:
-    return Path(root) / f"{spec['eval_suite']}-{spec['hash']}"
-
-
 def load(path: Path | str) -> dict[str, Any]:
     """Read a spec file and refuse one whose settings no longer match its hash."""
     path = Path(path)

@@ -1,19 +1,18 @@
 """File targets of the eval stage, computed from the config at DAG time (used by rules/eval.smk).
 
-Spec, runs and summaries live under `results/eval/{eval_suite}-{settings hash}/`;
-each run's `eval.json` points at its evidence under `results/eval_evidence/`.
+Spec, runs and summaries live under `results/eval/{eval_suite}-{settings hash}/`
+(rl_pipeline_bench.paths: EVAL_*); each run's `eval.json` points at its evidence under
+`results/eval_evidence/`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .. import paths
 from ..configfile import ConfigError
 from . import spec as eval_spec
 from .policies.loader import BUILTIN, checkpoint_id, configured_checkpoints
-
-ROOT = Path("results/eval")
-EVIDENCE_ROOT = Path("results/eval_evidence")
 
 
 def resolved(config: dict, name: str) -> dict:
@@ -21,7 +20,8 @@ def resolved(config: dict, name: str) -> dict:
 
 
 def spec_path(config: dict, name: str) -> str:
-    return str(eval_spec.spec_dir(resolved(config, name), ROOT) / "spec.json")
+    s = resolved(config, name)
+    return paths.EVAL_SPEC_FILE.format(esuite=s["eval_suite"], ehash=s["hash"])
 
 
 def policies(config: dict, name: str) -> list[str]:
@@ -44,12 +44,13 @@ def checkpoint_path(config: dict, policy_id: str) -> str | None:
 
 def run_pointers(config: dict, name: str, policy_id: str) -> list[str]:
     s = resolved(config, name)
-    d = eval_spec.spec_dir(s, ROOT) / policy_id
-    return [str(d / f"run{r}" / "eval.json") for r in range(1, s["runs"] + 1)]
+    return [paths.EVAL_RUN_RECORD.format(esuite=s["eval_suite"], ehash=s["hash"], policy=policy_id, run=r)
+            for r in range(1, s["runs"] + 1)]
 
 
 def summary_path(config: dict, name: str, policy_id: str) -> str:
-    return str(eval_spec.spec_dir(resolved(config, name), ROOT) / policy_id / "summary.json")
+    s = resolved(config, name)
+    return paths.EVAL_SUMMARY.format(esuite=s["eval_suite"], ehash=s["hash"], policy=policy_id)
 
 
 def check_user_inputs(config: dict, name: str) -> None:

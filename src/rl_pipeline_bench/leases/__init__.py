@@ -23,7 +23,7 @@ from .acquire import (
     choose_gpu_set,
 )
 from .admin import ClearRefused, clear_lease, list_leases
-from .spec import SpecError, parse_spec, resolve_spec
+from .gpu_set import GpuSetError, parse_gpu_set, resolve_gpu_set
 from .store import (
     LOCK_DIR_ENV,
     RECORD_SCHEMA,
@@ -44,8 +44,8 @@ from .supervisor import (
 __all__ = [
     "ClearRefused", "DEFAULT_MEMORY_THRESHOLD_MIB", "EXIT_CLEANUP_UNCONFIRMED", "EXIT_GATE_ABORTED", "EXIT_REFUSED",
     "LOCK_DIR_ENV", "Lease", "LeaseRecordError", "LeaseRefused", "LockDir", "LockDirError", "RECORD_ENV",
-    "RECORD_SCHEMA", "Refusal", "SpecError", "choose_gpu_set", "clear_lease", "current_lease", "current_lease_gpus",
-    "default_lock_dir", "lease_command", "list_leases", "parse_spec", "resolve_lock_dir", "resolve_spec", "supervise",
+    "GpuSetError", "RECORD_SCHEMA", "Refusal", "choose_gpu_set", "clear_lease", "current_lease", "current_lease_gpus",
+    "default_lock_dir", "lease_command", "list_leases", "parse_gpu_set", "resolve_lock_dir", "resolve_gpu_set", "supervise",
 ]
 
 
@@ -73,7 +73,7 @@ def lease_command(
         raise ValueError("lease_command: at least one GPU SPEC is required")
     argv = [*launcher, "run"]
     for s in specs:
-        parse_spec(s)  # fail early, in the caller, on an empty or malformed SPEC
+        parse_gpu_set(s)  # fail early, in the caller, on an empty or malformed SPEC
         argv += ["--gpus", s]
     argv += ["--count", str(int(count)), "--run-id", str(run_id)]
     if lock_dir is not None:

@@ -21,7 +21,7 @@ from typing import Any
 from ..gpus import Gpu, InventoryError, query_inventory
 from ..redaction import redact_text
 from . import procs
-from .spec import SpecError, resolve_spec
+from .gpu_set import GpuSetError, resolve_gpu_set
 from .store import (
     RECORD_SCHEMA,
     LockDir,
@@ -216,8 +216,8 @@ def _choose_locked(ld, specs, count, run_id, command, threshold, record_path, la
     resolved = []
     for spec in specs:
         try:
-            resolved.append((spec, resolve_spec(spec, count, inv)))
-        except SpecError as exc:
+            resolved.append((spec, resolve_gpu_set(spec, count, inv)))
+        except GpuSetError as exc:
             raise LeaseRefused([Refusal(exc.gpu, exc.reason, unwritten)]) from None
     if record_path.exists():
         raise LeaseRefused([Refusal(label, f"a record for run id {run_id!r} already exists", str(record_path))])

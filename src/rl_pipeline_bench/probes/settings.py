@@ -67,12 +67,3 @@ def join_from_spec(hashed: dict[str, dict[str, Any]], placement: dict[str, dict[
 def config_section(resolved: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Resolved settings as a config's `probes:` section (the derived keys dropped)."""
     return {s: {k: copy.deepcopy(v) for k, v in resolved[s].items() if k not in DERIVED[s]} for s in SECTIONS}
-
-
-#: The probes that write one record per spec (rules/probes.smk), in report order.
-PROBE_RECORDS = ("allreduce", "storage", "checkpoint")
-
-
-def probe_targets(spec_id: str) -> list[str]:
-    """The spec's probe record paths: results/probes/{suite}-{hash}/{probe}.json."""
-    return [f"results/probes/{spec_id}/{p}.json" for p in PROBE_RECORDS]

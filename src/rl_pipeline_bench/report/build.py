@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from .. import paths
 from . import figures, tables
 from ..eval.report_section import section as eval_section
 from .collect import OFFERED_QUANTITIES, ReportInputError, load_attempts, load_plans, load_runs
@@ -247,6 +248,8 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "workloads": workloads,
         "workload_desc": {w: workload_desc.get(w) for w in workloads},
         "spec": spec.doc if spec is not None else None,
+        "spec_file": str(paths.spec_file(spec.id)) if spec is not None else None,
+        "spec_runs_dir": str(paths.spec_runs_dir(spec.id)) if spec is not None else None,
         "backends": backends,
         "contract": contract_context(runs, suite_settings),
         "headline": template_records(tabs["headline"]),
@@ -300,7 +303,7 @@ def collect_report(summary_paths, plan_paths, evidence_root, suite_name: str, sp
     `spec` (the suite's RunSpec) supplies the description, the configured contract,
     the backend/workload order and the settings shown; every summary must be of its
     hash. The first backend listed is the baseline of the ratios. Without a spec,
-    backends keep the order of the summaries. `attempts_index` (results/attempts.jsonl)
+    backends keep the order of the summaries. `attempts_index` (paths.ATTEMPTS_INDEX)
     lists every attempt, failed ones included; nothing is re-scored. `stats_settings`
     (report.stats.StatsSettings, default: its defaults) bounds the noise warnings.
     """

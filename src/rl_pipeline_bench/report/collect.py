@@ -130,7 +130,7 @@ def _well_typed(key: str, value: Any) -> bool:
 def _fill_identity(summary: dict[str, Any], summary_path: Path, problems: list[str]) -> None:
     """A run whose manifest is unreadable (or names itself with values of the wrong type) has
     no usable backend/workload/trial in its summary; the declared run path
-    results/runs/{suite}/{backend}/{workload}/trial{n}/ still says them."""
+    (paths.RUN_DIR: .../{backend}/{workload}/trial{n}/) still says them."""
     missing = [k for k in ("backend", "workload", "trial") if not _well_typed(k, summary.get(k))]
     if not missing:
         return

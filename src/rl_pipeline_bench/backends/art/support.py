@@ -221,9 +221,5 @@ def check_support(native: dict[str, Any]) -> dict[str, Any]:
     return run_checks("openpipe-art", CHECKS, CONTRACT_SETTINGS, native, workdir=True)
 
 
-def native_support_gaps(native: dict[str, Any]) -> dict[str, str]:
-    return check_support(native)["gaps"]
-
-
 if __name__ == "__main__":
     sys.exit(support_main(check_support, __spec__.name))

@@ -135,9 +135,5 @@ def check_support(native: dict[str, Any]) -> dict[str, Any]:
     return run_checks("skyrl", CHECKS, CONTRACT_SETTINGS, native)
 
 
-def native_support_gaps(native: dict[str, Any]) -> dict[str, str]:
-    return check_support(native)["gaps"]
-
-
 if __name__ == "__main__":
     sys.exit(support_main(check_support, __spec__.name))

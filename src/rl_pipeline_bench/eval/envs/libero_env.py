@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ... import paths
 from ...configfile import ConfigError
 from ..protocol import TaskRef
 from .base import EnvUnavailable, require_packages
@@ -26,7 +27,7 @@ INSTALL_HINT = "install the eval extra: `uv sync --extra eval` (README: Task-qua
 ASSETS_REPO = "lerobot/libero-assets"
 #: The sub-directories hf-libero itself checks for in an assets directory.
 ASSET_SUBDIRS = ("articulated_objects", "stable_scanned_objects", "turbosquid_objects", "stable_hope_objects", "scenes")
-DEFAULT_CONFIG_DIR = Path("results/eval/libero_config")
+DEFAULT_CONFIG_DIR = Path(paths.LIBERO_CONFIG_DIR)
 CAMERA = "agentview"
 
 

@@ -395,6 +395,8 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
     headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
     measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
     trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
+    timing = m.get("trainer_timing") if isinstance(m.get("trainer_timing"), dict) else {}
+    trainer["interval_source"] = timing.get("source")
     warnings: list[str] = []
     rollout = rollout_activity(ev.calls if calls_ok else ev.calls.iloc[0:0], headline, measured, warnings)
 

@@ -10,6 +10,8 @@
 # .scratch/venv-frameworks links to it. Idempotent: a complete build is reused; builds
 # are serialized with a lock. Bytecode is compiled once here, since
 # PYTHONDONTWRITEBYTECODE would make every test process recompile torch, ART and SkyRL.
+# coverage (for the drivers' line coverage, printed by test_in_framework_env.py) lives in
+# its own cached folder beside the venv, .scratch/framework-tools.
 # Override the cache folder with RL_BENCH_FRAMEWORKS_CACHE, the interpreter with
 # RL_BENCH_FRAMEWORKS_PYTHON.
 set -euo pipefail
@@ -17,7 +19,11 @@ cd "$(dirname "$0")/.."
 
 LOCK=tests/frameworks/requirements.lock
 OLDER_RELEASES="openpipe-art==0.5.18 skyrl==0.3.0"
+# Measurement tools, installed apart from the venv (their own folder, keyed by this list and
+# the interpreter) so adding one never rebuilds the framework venv; the tests put it on PYTHONPATH.
+TOOLS="coverage==7.17.5"
 LINK=.scratch/venv-frameworks
+TOOLS_LINK=.scratch/framework-tools
 CACHE=${RL_BENCH_FRAMEWORKS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rl-pipeline-bench}
 export UV_PYTHON_DOWNLOADS=never
 say() { echo "setup_frameworks: $*"; }
@@ -58,9 +64,20 @@ else
     done
     touch "$VENV/.complete"
 fi
+tools_key=$( { echo "$TOOLS"; "$PY" -VV; } | sha256sum | cut -c1-16)
+TOOLS_DIR="$CACHE/framework-tools-$tools_key"
+if [ ! -f "$TOOLS_DIR/.complete" ]; then
+    say "installing $TOOLS into $TOOLS_DIR"
+    rm -rf "$TOOLS_DIR"
+    # shellcheck disable=SC2086
+    uv pip install -q --no-deps --compile-bytecode --python "$VENV/bin/python" --target "$TOOLS_DIR" $TOOLS
+    touch "$TOOLS_DIR/.complete"
+fi
 flock -u 9
 if [ -L "$LINK" ] || [ -e "$LINK" ]; then rm -rf "$LINK"; fi
 ln -s "$VENV" "$LINK"
+if [ -L "$TOOLS_LINK" ] || [ -e "$TOOLS_LINK" ]; then rm -rf "$TOOLS_LINK"; fi
+ln -s "$TOOLS_DIR" "$TOOLS_LINK"
 "$LINK/bin/python" - <<'PY'
 from importlib.metadata import version
 print("setup_frameworks: openpipe-art", version("openpipe-art"), "skyrl", version("skyrl"))

@@ -60,6 +60,11 @@ rule summarize_run:
         run=rules.run_benchmark.output[0],
         spec=ancient(rules.run_spec.output[0]),
         card=flops_card,
+        # None until the evidence differs from the digest run.json recorded; then the edited files,
+        # which changes the input set (a rerun trigger), so the summary is made again
+        # (the evidence is no declared file; see evidence_digest.py).
+        edited=lambda wc: edited_evidence(paths.RUN_RECORD.format(
+            spec=wc.spec, backend=wc.backend, workload=wc.workload, trial=wc.trial)),
     output:
         summary=paths.RUN_SUMMARY,
         infra=paths.RUN_INFRA,

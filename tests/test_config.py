@@ -255,3 +255,21 @@ def test_wildcards_that_become_paths_must_be_safe_names():
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "MissingRuleException" in out, out[-2000:]
+
+
+@pytest.mark.parametrize("trials, words", [("1.0", "is not of type 'integer'"),
+                                           ("1000000000000", "is greater than the maximum of 100")])
+def test_a_count_is_an_integer_within_its_documented_maximum(tmp_path, trials, words):
+    """`trials: 1.0` used to reach range() (TypeError); `trials: 10**12` was planned until memory ran out."""
+    import time
+    from pathlib import Path
+
+    override = tmp_path / "trials.yaml"
+    override.write_text(f"suites: {{smoke: {{trials: {trials}}}}}\n")
+    started = time.monotonic()
+    proc = subprocess.run([str(Path(sys.executable).parent / "bench"), "plan", "--configfile", str(override)],
+                          capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (f"bench plan: invalid configuration: config key 'suites/smoke/trials': "
+                                   f"{trials} {words}"), proc.stderr

@@ -412,6 +412,18 @@ def _case_trainer_union_implausible(tmp):
     return build_evidence(tmp, intervals=iv)
 
 
+def _case_plan_mismatch(tmp):
+    import copy as _copy
+
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.spec import build_spec, write_spec
+
+    doc = build_spec(_copy.deepcopy(load_config()), "smoke")
+    spec = write_spec(doc, tmp / "results" / "specs" / f"{doc['id']}.json")
+    named = {"spec": {"id": spec.id, "hash": spec.hash}, "suite": "smoke", "workload": "multi_turn", "trial": 1}
+    return build_evidence(tmp / "results" / "evidence", manifest={**named, "backend": "skyrl"})  # not a smoke backend
+
+
 def _summarize_case(tmp, code):
     made = CASES[code](tmp)
     return summarize(*made) if isinstance(made, tuple) else summarize(made)
@@ -584,8 +596,10 @@ def test_generation_through_the_window_end_gives_no_warning(tmp_path):
 
 
 def test_every_warning_code_is_documented():
+    from rl_pipeline_bench.evidence_digest import SUMMARY_CHECK_CODES
+
     doc = (ROOT / "docs" / "validation.md").read_text()
-    for code in [*REASON_CODES, *WARNING_CODES]:
+    for code in [*REASON_CODES, *WARNING_CODES, *SUMMARY_CHECK_CODES]:
         assert f"`{code}`" in doc, code
 
 
@@ -635,3 +649,35 @@ def test_reference_run_accepts_untrained_extra_work_exactly(tmp_path):
     assert summarize(build_evidence(tmp_path / "a", calls=calls))["valid"]
     calls[-4]["accepted"] = True
     assert codes(summarize(build_evidence(tmp_path / "b", calls=calls))) == {"accepted_beyond_trained"}
+
+
+def test_a_relabelled_run_is_not_the_run_its_label_names(tmp_path):
+    """The manifest's spec fixes suite, backends, workloads, trials and each workload's plan: evidence
+    relabelled as another workload (or backend) is `plan_mismatch`; a run of the plan is not."""
+    import copy as _copy
+
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.spec import build_spec, write_spec
+    from rl_pipeline_bench.workloads import spec_plan
+
+    doc = build_spec(_copy.deepcopy(load_config()), "smoke")
+    spec = write_spec(doc, tmp_path / "results" / "specs" / f"{doc['id']}.json")
+    root = tmp_path / "results" / "evidence"
+    named = {"spec": {"id": spec.id, "hash": spec.hash}, "suite": "smoke", "backend": "reference", "trial": 1}
+    _ws, plan, _ = spec_plan(spec, "multi_turn")
+    calls = [dict(update=int(r.update), group=int(r.group), trajectory=int(r.trajectory), call=int(r.call),
+                  prompt_tokens=50, forced_completion_tokens=int(r.forced_completion_tokens),
+                  completion_tokens=int(r.forced_completion_tokens), accepted=True, started_at=0.1, finished_at=0.2,
+                  policy_version=0) for r in plan.itertuples() if r.update <= 20]
+
+    def mismatch(**manifest):
+        s = summarize(build_evidence(root, calls=calls, manifest={**named, **manifest}))
+        return [r for r in s["reasons"] if r.startswith("plan_mismatch")]
+
+    assert mismatch(workload="multi_turn") == []  # other reasons (the fixture's updates) are not this one
+    (relabelled,) = mismatch(workload="multi_turn_salted")
+    assert "forced lengths other than workload 'multi_turn_salted''s plan" in relabelled
+    (other_backend,) = mismatch(workload="multi_turn", backend="art")
+    assert "backend 'art' is not one of" in other_backend and spec.id in other_backend
+    (beyond,) = mismatch(workload="multi_turn", trial=2)
+    assert "trial 2 is outside" in beyond

@@ -118,6 +118,8 @@ HOW: dict[str, tuple[str, str]] = {
     "uv run bench run --suite smoke": ("dry", "the smoke suite runs for real as the session's smoke run"),
     "bash .ci/setup_frameworks.sh": ("skip", "builds the framework venv (minutes; .ci/run)"),
     "uv run pytest tests/frameworks": ("skip", "needs the framework venv of .ci/setup_frameworks.sh"),
+    "uv run pytest tests/frameworks/test_in_framework_env.py -s": (
+        "skip", "needs the framework venv of .ci/setup_frameworks.sh"),
     # README: evaluation
     "uv sync --extra eval": ("skip", "changes the environment these tests run in"),
     "sudo apt-get install libosmesa6": ("skip", "installs a system package as root (.ci/setup_eval.sh)"),

@@ -117,6 +117,17 @@ def test_dry_run_prints_the_pod_and_creates_nothing(source_json, tmp_path):
     ({"skyrl_cuda_compat": True}, ["--skyrl-cuda-compat applies only to --backend skyrl"]),
     ({"cache_subpath": "../etc"}, ["--cache-subpath", "without '..'"]),
     ({"node_selector": ["novalue"]}, ["--node-selector", "KEY=VALUE"]),
+    ({"name": "rl-bench\n"}, ["--name", "RFC 1123"]),
+    ({"namespace": "bench\nx"}, ["--namespace", "not a Kubernetes name", "RFC 1123 label"]),
+    ({"namespace": "../bench"}, ["--namespace", "not a Kubernetes name"]),
+    ({"pvc": "../data"}, ["--pvc", "RFC 1123 subdomain"]),
+    ({"pvc": "bench-data\n"}, ["--pvc", "not a Kubernetes name"]),
+    ({"pull_secret": "Secret"}, ["--pull-secret", "not a Kubernetes name"]),
+    ({"runtime_class": "nvidia\n"}, ["--runtime-class", "not a Kubernetes name"]),
+    ({"scheduler": "../sched"}, ["--scheduler", "not a Kubernetes name"]),
+    ({"node_selector": ["gpu=a\nb"]}, ["--node-selector", "valid label key and value"]),
+    ({"node_selector": ["../x=1"]}, ["--node-selector", "valid label key"]),
+    ({"node_selector": ["gpu=h200", "gpu=a100"]}, ["--node-selector", "'gpu' is given twice"]),
 ])
 def test_bad_input_is_refused_naming_the_flag(source_json, tmp_path, change, words):
     with pytest.raises(RequestError) as err:
@@ -139,6 +150,14 @@ def test_existing_output_and_incomplete_source_record_are_refused_by_the_script(
     tagged = [a if a != IMAGE else "registry.example.com/rl-bench/art:v1" for a in base]
     proc = _cli(*tagged, "--source-provenance", str(source_json), "--output", str(tmp_path / "fresh"))
     assert proc.returncode == 2 and "has no digest" in proc.stderr
+
+
+@pytest.mark.parametrize("flag, value", [("--start-timeout", "-5"), ("--run-timeout", "nan"), ("--start-timeout", "0"),
+                                         ("--run-timeout", "inf")])
+def test_time_limits_must_be_finite_and_positive(source_json, tmp_path, flag, value):
+    proc = _cli("--backend", "art", "--name", "n1", "--image", IMAGE, "--pvc", "p", "--cache-subpath", "hf",
+                "--source-provenance", str(source_json), "--output", str(tmp_path / "o"), "--dry-run", flag, value)
+    assert proc.returncode == 2 and flag in proc.stderr and "seconds" in proc.stderr, proc.stderr
 
 
 def test_image_reference_keeps_repository_and_digest():

@@ -170,6 +170,32 @@ def test_touching_inputs_does_not_rerun_benchmarks(smoke_workdir):
     assert _run_dirs(smoke_workdir) == before
 
 
+def test_an_evidence_edit_puts_the_summary_out_of_date(smoke_workdir):
+    """Evidence is no declared file, but run.json records its digest: an edited file becomes an input
+    of the summarize rule, which re-summarises once (and not again), never re-running the benchmark."""
+    import hashlib
+
+    before = _run_dirs(smoke_workdir)
+    run_json = next((smoke_workdir / "results" / "runs").glob("*/reference/multi_turn/trial1/run.json"))
+    summary = run_json.with_name("summary.json")
+    manifest = smoke_workdir / json.loads(run_json.read_text())["evidence_dir"] / "manifest.json"
+    original = manifest.read_bytes()
+    target = str(summary.relative_to(smoke_workdir))
+    try:
+        manifest.write_bytes(original.rstrip() + b" \n")  # new bytes, same meaning
+        proc = snakemake(smoke_workdir, target)
+        assert proc.returncode == 0 and "summarize_run" in _jobs(proc) and "run_benchmark" not in _jobs(proc)
+        recorded = json.loads(summary.read_text())["evidence_digest"]["manifest.json"]
+        assert recorded == hashlib.sha256(manifest.read_bytes()).hexdigest()
+        again = snakemake(smoke_workdir, target)
+        assert again.returncode == 0 and "summarize_run" not in _jobs(again)
+    finally:
+        manifest.write_bytes(original)
+        restored = snakemake(smoke_workdir, target)
+    assert restored.returncode == 0 and "summarize_run" in _jobs(restored)
+    assert _run_dirs(smoke_workdir) == before
+
+
 def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
     before = _run_dirs(smoke_workdir)
     run_json = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/multi_turn/trial1/run.json"

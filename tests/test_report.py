@@ -23,6 +23,7 @@ from evidence_fixtures import build_evidence, default_calls  # noqa: E402
 from rl_pipeline_bench import jobs  # noqa: E402
 from rl_pipeline_bench.attempts import seed_index  # noqa: E402
 from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
+from rl_pipeline_bench.evidence_digest import seal  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.figures import write_offered_figure  # noqa: E402
 from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
@@ -330,7 +331,7 @@ def test_mixed_schema_versions(config, tmp_path):
         summaries.append(_summarize(tmp_path, spec, "reference", w, path))
     older = json.loads(summaries[0].read_text())  # a v1 summary from before summaries carried the timeline
     expected_timeline = older.pop("timeline")
-    summaries[0].write_text(json.dumps(older))
+    summaries[0].write_text(json.dumps(seal(older)))  # sealed as written (an unsealed one is summary_unsealed)
     future = tmp_path / "results" / "runs" / spec.id / "reference" / "multi_turn" / "trial2" / "summary.json"
     future.parent.mkdir(parents=True)
     future.write_text(json.dumps({"schema": "rl-bench/summary/v2", "run_id": "x", "rates": {}}))
@@ -361,7 +362,8 @@ def test_mixed_schema_versions(config, tmp_path):
 
 
 def test_report_judges_a_run_once_when_its_evidence_changed(config, tmp_path):
-    """Evidence damaged after its summary was written: headline and attempts tables give the one verdict."""
+    """Evidence damaged after its summary was written: the summary is out of date (summary_stale), and the
+    headline and attempts tables give that one verdict (before digests, both said valid)."""
     spec, path = _one_reference_run(config, tmp_path, "fixture5")
     inputs = _one_run_inputs(tmp_path, spec, path)
     (path / "calls.parquet").write_bytes(b"changed after the summary")
@@ -372,5 +374,49 @@ def test_report_judges_a_run_once_when_its_evidence_changed(config, tmp_path):
     reports = _render(tmp_path, inputs, "reports")
     head = pd.read_csv(reports / "tables" / "headline.csv")
     attempts = pd.read_csv(reports / "tables" / "attempts.csv").set_index("run_id")
-    assert head["valid"].tolist() == [True]
-    assert bool(attempts.at[path.name, "valid"]) is True and not bool(attempts.at[path.name, "failed_or_invalid"])
+    assert head["valid"].tolist() == [False]
+    assert bool(attempts.at[path.name, "valid"]) is False and bool(attempts.at[path.name, "failed_or_invalid"])
+    assert attempts.at[path.name, "reasons"].startswith("summary_stale: evidence file(s) calls.parquet changed")
+
+
+def _times_1000_tokens(evidence: Path, summary: Path) -> None:
+    updates = pd.read_parquet(evidence / "updates.parquet")
+    updates["assistant_tokens"] *= 1000
+    updates.to_parquet(evidence / "updates.parquet")
+
+
+def _edit_summary(change):
+    def edit(evidence: Path, summary: Path) -> None:
+        s = json.loads(summary.read_text())
+        change(s)
+        summary.write_text(json.dumps(s))
+    return edit
+
+
+@pytest.mark.parametrize("edit, code", [
+    (_times_1000_tokens, "summary_stale"),
+    (_edit_summary(lambda s: s.update(valid=True, reasons=["updates_missing: x"])), "summary_malformed"),
+    (_edit_summary(lambda s: s["e2e"]["headline"].update(
+        trajectories_per_s=s["e2e"]["headline"]["trajectories_per_s"] * 1000)), "summary_edited"),
+    (_edit_summary(lambda s: s.update(e2e="nope")), "summary_malformed"),
+    (_edit_summary(lambda s: s.pop("summary_sha256")), "summary_unsealed"),
+], ids=["evidence-tokens-x1000", "valid-with-reasons", "rates-x1000", "e2e-nope", "seal-removed"])
+def test_an_edited_summary_or_evidence_is_never_shown_as_valid(config, tmp_path, edit, code):
+    """The report re-checks each summary's own digest and shape and its evidence's digest (docs/validation.md)."""
+    suite = "fixture_digest"
+    spec = _spec(config, suite, ["reference"])
+    ev = tmp_path / "results" / "evidence"
+    summaries, evidence = [], {}
+    for w in WORKLOADS:
+        evidence[w] = build_evidence(ev, manifest=_manifest(spec, "reference", w),
+                                     run_id=f"20260101T000000Z-{suite}-reference-{w}-trial1")
+        summaries.append(_summarize(tmp_path, spec, "reference", w, evidence[w]))
+    assert all(json.loads(p.read_text())["valid"] for p in summaries)
+    edit(evidence["multi_turn"], summaries[0])
+    reports = _render(tmp_path, {"summaries": summaries, "plans": _plans(tmp_path, spec), "suite": suite,
+                                 "spec": spec}, "reports")
+    runs = pd.read_csv(reports / "tables" / "runs.csv").set_index("workload")
+    assert not bool(runs.loc["multi_turn", "valid"]) and runs.loc["multi_turn", "reasons"].startswith(code + ":")
+    assert bool(runs.loc["long_generation", "valid"]), runs.loc["long_generation", "reasons"]
+    head = pd.read_csv(reports / "tables" / "headline.csv").set_index("workload")
+    assert not bool(head.loc["multi_turn", "valid"])

@@ -60,9 +60,14 @@ def test_an_allocation_of_another_size_is_refused_naming_it(gpus, count, words):
     assert "SLURM job 9" in str(err.value) and all(w in str(err.value) for w in words), str(err.value)
 
 
-def test_malformed_gpu_ids_are_an_error_not_a_guess():
+@pytest.mark.parametrize("ids", ["gpu:0", "\u00b2", "0,\u0661"])  # '²' and Arabic-Indic one pass str.isdigit()
+def test_malformed_gpu_ids_are_an_error_not_a_guess(ids):
     with pytest.raises(SlurmAllocationError, match="not a comma-separated list"):
-        current_job({"SLURM_JOB_ID": "3", "SLURM_JOB_GPUS": "gpu:0"})
+        current_job({"SLURM_JOB_ID": "3", "SLURM_JOB_GPUS": ids})
+
+
+_SHOW = ("import json, os; print('VISIBLE', os.environ['CUDA_VISIBLE_DEVICES']); "
+         "print('SLURM', json.load(open(os.environ['RL_BENCH_LEASE_RECORD'])).get('slurm'))")
 
 
 def _lease(tmp_path, env_extra, spec, count, inventory_gpus=2):
@@ -71,15 +76,24 @@ def _lease(tmp_path, env_extra, spec, count, inventory_gpus=2):
     env.pop("RL_BENCH_LEASE_RECORD", None)
     cmd = [sys.executable, "-m", "rl_pipeline_bench.leases", "run", "--gpus", spec, "--count", str(count),
            "--run-id", "slurm-env-test", "--memory-threshold-mib", "1024", "--",
-           sys.executable, "-c", "import os; print('VISIBLE', os.environ['CUDA_VISIBLE_DEVICES'])"]
+           sys.executable, "-c", _SHOW]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_supervisor_in_a_slurm_environment_leases_the_allocation_not_the_spec(tmp_path):
-    proc = _lease(tmp_path, {"SLURM_JOB_ID": "77", "SLURM_STEP_GPUS": "1", "SLURMD_NODENAME": "n1"}, "0", 1)
-    assert proc.returncode == 0, proc.stderr
-    assert f"VISIBLE {gpu(1)['uuid']}" in proc.stdout
-    assert "SLURM job 77" in proc.stderr and "instead of the configured SPEC(s) 0" in proc.stderr
+def test_a_stray_slurm_environment_cannot_move_the_lease(tmp_path):
+    """SLURM variables naming a job the controller does not know (none here, or no SLURM at all)
+    are not trusted: GPUs other than the configured ones are refused, and nothing records a SLURM job."""
+    stray = {"SLURM_JOB_ID": "999999", "SLURM_STEP_GPUS": "1", "SLURMD_NODENAME": "n1"}
+    proc = _lease(tmp_path, stray, "0", 1)
+    assert proc.returncode == EXIT_REFUSED, proc.stdout + proc.stderr
+    assert "VISIBLE" not in proc.stdout
+    assert "SLURM job 999999" in proc.stderr and "SLURM_STEP_GPUS=1" in proc.stderr and "scontrol" in proc.stderr
+    same = _lease(tmp_path, stray, "1", 1)  # no mismatch: the configured GPUs, and no SLURM block
+    assert same.returncode == 0, same.stderr
+    assert "ignoring the SLURM environment" in same.stderr
+    assert f"VISIBLE {gpu(1)['uuid']}" in same.stdout and "SLURM None" in same.stdout
+    bad = _lease(tmp_path, {"SLURM_JOB_ID": "999999", "SLURM_JOB_GPUS": "\u00b2"}, "0", 1)
+    assert bad.returncode == EXIT_REFUSED and "Traceback" not in bad.stderr and "not a comma-separated" in bad.stderr
 
 
 # --------------------------------------------------------------------------- a real SLURM

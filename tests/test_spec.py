@@ -8,7 +8,7 @@ import pytest
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
-from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.configfile import ConfigError, get_suite
 from rl_pipeline_bench.spec import (
     SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
 )
@@ -48,8 +48,11 @@ def test_spec_holds_every_resolved_setting(config):
     lambda c: c["probes"]["telemetry"].update(interval_s=0.5),
     lambda c: c["suites"]["smoke"]["probes"]["storage"].update(size_bytes=1 << 20),
     lambda c: c["probes"]["allreduce"].update(min_bytes=16),
+    lambda c: c["probes"]["storage"].update(directory="/mnt/elsewhere"),
+    lambda c: c["probes"]["checkpoint"].update(directory="/mnt/elsewhere"),
 ], ids=["scale", "trials", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale",
-        "telemetry-off", "telemetry-interval", "storage-size", "allreduce-min-bytes"])
+        "telemetry-off", "telemetry-interval", "storage-size", "allreduce-min-bytes", "storage-directory",
+        "checkpoint-directory"])
 def test_settings_that_change_the_work_change_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -61,11 +64,9 @@ def test_settings_that_change_the_work_change_the_hash(config, edit):
     lambda c: c["workloads"]["tool_history"].update(description="other words"),
     lambda c: c["suites"]["comparison"].update(scale=0.5),
     lambda c: c.update(hf_cache="/elsewhere"),
-    lambda c: c["probes"]["storage"].update(directory="/mnt/elsewhere"),
-    lambda c: c["probes"]["checkpoint"].update(directory="/mnt/elsewhere"),
+    lambda c: c["probes"]["storage"].update(timeout_s=60),
     lambda c: c["probes"]["allreduce"].update(timeout_s=60),
-], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-directory",
-        "checkpoint-directory", "allreduce-timeout"])
+], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-timeout", "allreduce-timeout"])
 def test_settings_that_do_not_change_the_work_keep_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -94,8 +95,11 @@ def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config
     for name in ("smoke", "reference_gpu", "comparison"):
         spec = check_spec(build_spec(config, name))
         assert spec.probes == probe_settings(config, config["suites"][name]), name
-        assert "directory" not in spec.settings["probes"]["storage"]  # where, not what: unhashed
-        assert spec.doc["about"]["probes"]["storage"]["directory"] == config["probes"]["storage"]["directory"]
+        # The scratch directory decides which filesystem is measured: hashed; the time limit is not.
+        assert spec.settings["probes"]["storage"]["directory"] == config["probes"]["storage"]["directory"]
+        assert spec.settings["probes"]["checkpoint"]["directory"] == config["probes"]["checkpoint"]["directory"]
+        assert "timeout_s" not in spec.settings["probes"]["storage"]
+        assert spec.doc["about"]["probes"]["storage"]["timeout_s"] == config["probes"]["storage"]["timeout_s"]
         assert check_spec(build_spec(spec.as_config(), name)).doc == spec.doc, name  # round trip
     smoke = check_spec(build_spec(config, "smoke")).settings["probes"]
     assert smoke["allreduce"]["backend"] == "gloo" and smoke["allreduce"]["world_size"] == 2
@@ -104,7 +108,8 @@ def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config
     hashed_allreduce = {k: v for k, v in config["probes"]["allreduce"].items() if k != "timeout_s"}
     assert gpu["allreduce"] == {**hashed_allreduce, "backend": "nccl", "world_size": 4}
     assert gpu["checkpoint"] == {"device": "cuda", "lora_rank": config["reference"]["lora_rank"],
-                                 "lora_alpha": config["reference"]["lora_alpha"]}
+                                 "lora_alpha": config["reference"]["lora_alpha"],
+                                 "directory": config["probes"]["checkpoint"]["directory"]}
 
 
 def test_edited_spec_file_is_refused_naming_both_hashes(config, tmp_path):
@@ -184,3 +189,113 @@ def test_summarize_run_refuses_evidence_of_another_spec_naming_both(config, tmp_
         err = capsys.readouterr().err
         assert "feedfeedfeed" in err and spec.hash in err, err
         assert not out.exists(), "no summary is written for evidence of another spec"
+
+
+# --------------------------------------------------------------------------- a forged spec file
+
+def _forge(config, tmp_path, edit):
+    """A spec file whose settings were edited and whose hash and id were recomputed to match."""
+    doc = build_spec(config, "smoke")
+    edit(doc["settings"])
+    try:
+        doc["hash"] = settings_hash(doc["settings"])
+    except ValueError:  # NaN: no hash can be recomputed; the file keeps the old one
+        pass
+    doc["id"] = f"smoke-{doc['hash']}"
+    path = tmp_path / f"{doc['id']}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+FORGERIES = {
+    "trials-negative": (lambda s: s.update(trials=-1), "settings/trials"),
+    "trials-float": (lambda s: s.update(trials=1.0), "settings/trials"),
+    "trials-huge": (lambda s: s.update(trials=10 ** 12), "settings/trials"),
+    "scale-50": (lambda s: s["workload_scale"].update(multi_turn=50), "settings/workload_scale/multi_turn"),
+    "warmup-0": (lambda s: s["contract"].update(warmup_updates=0), "settings/contract/warmup_updates"),
+    "unknown-key": (lambda s: s.update(surprise=1), "surprise"),
+    "workload-dotdot": (lambda s: s.update(workloads=["../../x"]), "settings/workloads/0"),
+    "model-hash": (lambda s: s["model"].update(build_config_sha256="0" * 64), "build_config_sha256"),
+    "nan": (lambda s: s["contract"].update(extra_offered_updates=float("nan")), "settings/contract/extra_offered_updates"),
+    "headline-over-measured": (lambda s: s["contract"].update(headline_updates=99), "headline_updates"),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_a_forged_spec_with_a_recomputed_hash_is_refused(config, tmp_path, capsys, name):
+    import time
+
+    edit, key = FORGERIES[name]
+    path = _forge(config, tmp_path, edit)
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert key in str(err.value) and str(path) in str(err.value), str(err.value)
+    for argv in (["spec", "check", str(path)], ["plan", "--spec", str(path)],
+                 ["write-plan", "--spec", str(path), "--workload", "multi_turn", "--output", str(tmp_path / "p.parquet")]):
+        started = time.monotonic()
+        assert bench(argv) == 2, argv
+        assert time.monotonic() - started < 10, argv  # trials 10**12 is refused, not planned
+        err_text = capsys.readouterr().err
+        assert key in err_text and "Traceback" not in err_text, err_text
+    assert not (tmp_path / "p.parquet").exists()
+
+
+def test_every_count_of_the_schema_has_a_maximum():
+    """Counts are bounded (docs/run-spec.md, "Bounds"), so a typo is refused instead of exhausting memory."""
+    from rl_pipeline_bench.config import config_schema
+
+    unbounded = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            if "integer" in ([node["type"]] if isinstance(node.get("type"), str) else node.get("type") or []) \
+                    and "maximum" not in node and "enum" not in node:
+                unbounded.append(where)
+            for k, v in node.items():
+                walk(v, f"{where}/{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}/{i}")
+
+    walk(config_schema(), "")
+    assert unbounded == [], unbounded
+
+
+# --------------------------------------------------------------------------- the model a run is given
+
+def _local_record(config, tmp_path, **build_edits):
+    """A model identity record whose snapshot says it was built from the smoke model's build config (edited)."""
+    from rl_pipeline_bench.paths import ROOT
+    from rl_pipeline_bench.reference_model import BUILD_RECORD, load_build_config
+
+    model = config["models"]["reference-tiny-qwen3moe"]
+    snap = tmp_path / f"snapshot-{len(list(tmp_path.glob('snapshot-*')))}"
+    snap.mkdir()
+    built = {**load_build_config(ROOT / model["build_config"]), **build_edits}
+    (snap / BUILD_RECORD).write_text(json.dumps({"schema": "rl-bench/reference-build/v1", "build_config": built}))
+    return {"model": "reference-tiny-qwen3moe", "source": "local", "repo_id": model["repo_id"],
+            "revision": "0" * 40, "snapshot_path": str(snap)}
+
+
+def test_a_run_refuses_a_model_record_that_is_not_the_specs_model(config, tmp_path, capsys):
+    from rl_pipeline_bench.model_identity import check_model_record
+
+    spec = check_spec(build_spec(config, "smoke"))
+    model = spec.settings["model"]
+    check_model_record(_local_record(config, tmp_path), model, "record")  # the spec's own model passes
+    for record, words in ((_local_record(config, tmp_path, init_std=0.5), "another build config"),
+                          ({**_local_record(config, tmp_path), "model": "qwen3.5-35b-a3b"}, "name 'qwen3.5-35b-a3b'"),
+                          ({**_local_record(config, tmp_path), "repo_id": "x/y"}, "repo_id 'x/y'")):
+        with pytest.raises(ConfigError, match=words):
+            check_model_record(record, model, "record")
+    hub = check_spec(build_spec(config, "comparison")).settings["model"]
+    with pytest.raises(ConfigError, match="revision 'f{40}', the spec pins"):
+        check_model_record({"model": hub["name"], "source": "hub", "repo_id": hub["repo_id"], "revision": "f" * 40},
+                           hub, "record")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_local_record(config, tmp_path, init_std=0.5)))
+    argv = ["run", "--suite", "smoke", "--backend", "reference", "--workload", "multi_turn", "--model-record",
+            str(other), "--evidence-root", str(tmp_path / "evidence"), "--plan", str(tmp_path / "none.parquet")]
+    assert bench(argv) == 2
+    assert "is not the model of the run spec" in capsys.readouterr().err
+    assert not (tmp_path / "evidence").exists(), "refused before any evidence is written"

@@ -68,18 +68,90 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except Exception as exc:
-        from .configfile import ConfigError  # only on failure: config pulls in jsonschema and yaml
-        from .redaction import redact_text
+def _debug_flag(argv: list[str]) -> tuple[bool, list[str]]:
+    """`bench --debug COMMAND ...`: the flag before the command, taken off so the command's parser never sees it."""
+    debug = False
+    while argv[:1] == ["--debug"]:
+        debug, argv = True, argv[1:]
+    return debug, argv
 
-        if not isinstance(exc, ConfigError):
-            raise
-        print(f"bench: {redact_text(str(exc))}", file=sys.stderr)  # may quote a --set value
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming what went wrong, for a person: the project's own errors already say it;
+    a file error names the file; anything else is named by its type."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        also = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.filename}{also}: {exc.strerror or exc}"
+    text = str(exc).strip()
+    if type(exc).__module__.startswith(__package__) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def command_name(argv: list[str]) -> str:
+    """`bench CMD [ACTION]` as typed, for error lines: the command and, where it has actions, the action."""
+    words = ["bench", *argv[:1]]
+    if len(argv) > 1 and not argv[1].startswith("-") and argv[0] in _WITH_ACTIONS:
+        words.append(argv[1])
+    return " ".join(words)
+
+
+#: Commands whose second word is an action (`bench spec check`), named in their error lines.
+_WITH_ACTIONS = frozenset({"attempts", "eval", "lease", "mlflow", "paper", "probe", "spec"})
+
+
+def _report_failure(command: str, exc: BaseException, debug: bool) -> None:
+    import traceback
+
+    from .redaction import redact_text  # a message may quote a --set value or a URL with credentials
+
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    named = type(exc).__module__.startswith(__package__) or (isinstance(exc, OSError) and exc.filename is not None)
+    hint = "" if debug or named else " (`bench --debug ...` shows the traceback)"
+    print(f"{command}: {redact_text(describe_error(exc))}{hint}", file=sys.stderr)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away (`bench plan | head`): drop what is still buffered instead of failing at exit."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `bench` command; every failure ends here as one line on stderr.
+
+    Exit codes: the command's own, 2 for an error (its traceback only with `--debug`),
+    130 on Ctrl-C, 141 when stdout's reader closed the pipe (as a shell reports SIGPIPE).
+    """
+    debug, argv = _debug_flag(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser(argv)
+    parser.add_argument("--debug", action="store_true", help="on failure, print the traceback too")
+    command = command_name(argv)
+    try:
+        args = parser.parse_args(argv)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            raise  # argparse's usage errors and --help: already printed
+        message = str(exc.code)
+        print(message if message.startswith("bench") else f"{command}: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except Exception as exc:
+        _report_failure(command, exc, debug)
         return 2
 
 

@@ -24,14 +24,21 @@ from .paths import CONFIG_PATH, SCHEMA_PATH
 _SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
 
 
-def _non_finite(obj: Any, path: tuple = ()) -> list[str]:
+def invalid_configuration(problems: list[str]) -> ConfigError:
+    """One problem on one line; several, one per line under a heading."""
+    if len(problems) == 1:
+        return ConfigError(f"invalid configuration: {problems[0]}")
+    return ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def non_finite_keys(obj: Any, path: tuple = ()) -> list[str]:
     """Keys whose value is NaN or infinite (JSON schema bounds let NaN through: every comparison is false)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return [f"config key '{'/'.join(map(str, path)) or '(top level)'}': {obj} is not a finite number"]
     if isinstance(obj, dict):
-        return [p for k, v in obj.items() for p in _non_finite(v, (*path, k))]
+        return [p for k, v in obj.items() for p in non_finite_keys(v, (*path, k))]
     if isinstance(obj, (list, tuple)):
-        return [p for i, v in enumerate(obj) for p in _non_finite(v, (*path, i))]
+        return [p for i, v in enumerate(obj) for p in non_finite_keys(v, (*path, i))]
     return []
 
 
@@ -75,19 +82,32 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     return schema
 
 
+#: JSON Schema counts 1.0 as an integer; a count given as 1.0 would then reach range() and fail there.
+_StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)),
+)
+
+
+def schema_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator of `schema` whose integers are ints (never 1.0, never True)."""
+    return _StrictValidator(schema)
+
+
 def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:
     """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key."""
     if not isinstance(config, dict):
         raise ConfigError(f"{NOT_A_MAPPING} (got a {type(config).__name__})")
-    non_finite = _non_finite(config)
+    non_finite = non_finite_keys(config)
     if non_finite:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(non_finite))
+        raise invalid_configuration(non_finite)
     schema = config_schema(schema_path)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schema_validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         name_pattern = schema.get("$defs", {}).get("name", {}).get("pattern")
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(_format_schema_error(e, name_pattern) for e in errors))
+        raise invalid_configuration([_format_schema_error(e, name_pattern) for e in errors])
     problems: list[str] = []
     if config["suite"] not in config["suites"]:
         problems.append(
@@ -132,7 +152,7 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
         if model["source"] == "local" and "build_config" not in model:
             problems.append(f"config key 'models/{name}/build_config': a local model needs its build config")
     if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+        raise invalid_configuration(problems)
     return config
 
 
@@ -150,6 +170,25 @@ def _probe_problems(config: dict[str, Any]) -> list[str]:
             problems.append(f"config key '{where}/world_size': {ar['world_size']} ranks need more GPUs than the "
                             f"suite leases ({suite['gpus']})")
     return problems
+
+
+def check_options(values: dict[str, Any], section: str, flags: dict[str, str]) -> None:
+    """Command-line values that stand for keys of a config section (`statistics`, `lease`, a probe's
+    `probes/storage`), checked by that section's schema entries, so a flag and the config key refuse
+    the same values. Keys the section does not define (derived ones) are left to argparse."""
+    schema = config_schema()
+    top, _, probe = section.partition("/")
+    props = (schema["$defs"]["probes"]["properties"][probe] if top == "probes" else schema["properties"][top])["properties"]
+    problems = []
+    for key, value in values.items():
+        if key not in props:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{flags[key]} {value}: not a finite number")
+            continue
+        problems += [f"{flags[key]} {value!r}: {e.message}" for e in schema_validator(props[key]).iter_errors(value)]
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .paths import SCHEMA_PATH
+from .paths import SCHEMA_PATH, NotARegularFile, require_regular_file
 
 
 #: Snakemake's own wording (snakemake.common.configfile), so `bench` and `snakemake` name a bad file alike.
@@ -33,9 +33,12 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
     """A config file as a mapping: JSON first, then YAML, like Snakemake's own loader; ConfigError otherwise."""
     path = Path(path)
     try:
+        require_regular_file(path, "config file")  # a FIFO would block the reader forever
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except NotARegularFile as exc:
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from None
     try:

@@ -148,6 +148,14 @@ def _mib(nbytes: int | None) -> int | None:
     return int(nbytes) // _MIB
 
 
+#: What an NVML start-up error means on this host, by the name of NVML's error code in pynvml.
+_NVML_MEANING = {
+    "NVML_ERROR_LIBRARY_NOT_FOUND": (" (no NVIDIA driver here: libnvidia-ml.so comes with the driver, so this machine shows no GPUs; "
+         "CPU suites such as smoke need none, GPU suites and `bench lease` need the driver)"),
+    "NVML_ERROR_DRIVER_NOT_LOADED": " (the NVIDIA kernel driver is not loaded: `nvidia-smi` says why; no GPU can be listed or leased)",
+}
+
+
 def _from_nvml() -> Inventory:
     try:
         import pynvml
@@ -156,7 +164,8 @@ def _from_nvml() -> Inventory:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        raise InventoryError(f"NVML unavailable: {exc}") from None
+        meaning = next((m for name, m in _NVML_MEANING.items() if getattr(exc, "value", None) == getattr(pynvml, name)), "")
+        raise InventoryError(f"NVML unavailable: {exc}{meaning}") from None
     notes: list[str] = []
     try:
         driver = _text(pynvml.nvmlSystemGetDriverVersion())

@@ -16,12 +16,18 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+from .jsonfile import RunRecordError
+
 log = logging.getLogger("rl_pipeline_bench.jobs")
+
 
 
 @contextlib.contextmanager
 def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
-    """Send the package's log records to `path` (or stderr); record a failure's traceback there."""
+    """Send the package's log records to `path` (or stderr); record a failure's traceback in the file.
+
+    On stderr the failure is left to the `bench` error handler, which prints it once as one line.
+    """
     if path is None:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
     else:
@@ -36,7 +42,8 @@ def job_log(path: str | Path | None = None) -> Iterator[logging.Logger]:
     try:
         yield log
     except Exception:
-        log.exception("job failed")
+        if path is not None:
+            log.exception("job failed")
         raise
     finally:
         root.removeHandler(handler)
@@ -53,16 +60,18 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
     """
     from . import attempts
     from .contract.summary import summarize_to_file
+    from .paths import require_regular_file
 
     run_json = Path(run_json)
     with job_log(log_path):
         try:
+            require_regular_file(run_json, "run record")
             record = json.loads(run_json.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{run_json}: not a readable run record ({exc})") from None
+            raise RunRecordError(f"{run_json}: not a readable run record ({exc})") from None
         evidence_dir = record.get("evidence_dir") if isinstance(record, dict) else None
-        if not evidence_dir:
-            raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+        if not evidence_dir or not isinstance(evidence_dir, str):
+            raise RunRecordError(f"{run_json}: no usable 'evidence_dir' (a path); cannot locate the run's evidence")
         if spec_path is not None:
             from .spec import check_run_spec
 

@@ -138,3 +138,18 @@ def run_targets(spec_id: str, settings: Mapping[str, Any]) -> list[RunTarget]:
     """Every run of a spec (its settings' backends x workloads x trials), in that order."""
     return [RunTarget(spec_id, b, w, t)
             for b in settings["backends"] for w in settings["workloads"] for t in range(1, settings["trials"] + 1)]
+
+
+class NotARegularFile(ValueError):
+    """An input path that exists but is a FIFO, socket, device or directory: reading it would block or fail."""
+
+
+def require_regular_file(path: Path | str, what: str) -> None:
+    """Refuse `path` when it exists but is not a regular file (a FIFO would block the reader forever).
+
+    A missing path passes: each reader names that itself.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file (a FIFO, socket or device)"
+        raise NotARegularFile(f"{what} {path} is {kind}")

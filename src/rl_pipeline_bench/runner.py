@@ -109,12 +109,15 @@ def _lease_fields() -> dict[str, Any]:
 
 def _slurm_fields() -> dict[str, Any]:
     """The SLURM job (id, node, allocation) this run executes in; None outside SLURM."""
-    from .slurm import SlurmAllocationError, current_job
+    from .slurm import SlurmAllocationError, current_job, unverified_reason
 
     try:
         job = current_job()
     except SlurmAllocationError as exc:  # recorded, not fatal: a CPU run needs no GPU ids
         return {"slurm": {"error": str(exc)}}
+    untrusted = unverified_reason(job) if job else None
+    if untrusted is not None:  # variables without a job: not recorded as one
+        return {"slurm": {"error": f"the environment names {job.describe()}, but {untrusted}"}}
     return {"slurm": job.to_dict() if job else None}
 
 
@@ -170,6 +173,9 @@ def execute_run(
     if not 1 <= trial <= suite["trials"]:
         raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for spec {run_spec.id}")
     model = load_model_record(Path(model_record))
+    from .model_identity import check_model_record
+
+    check_model_record(model, run_spec.settings["model"], f"model record {model_record}")  # the spec's model, no other
     spec, plan = offered_plan_for(run_spec, workload, plan_path)
     contract = dict(suite.contract)
     contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]
@@ -288,6 +294,8 @@ def _record_run(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, 
 
 def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,
                     trial: int, replace: bool = False) -> None:
+    from .evidence_digest import evidence_digest
+
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence_dir = Path(evidence_dir).resolve()
     cwd = Path.cwd().resolve()
@@ -304,5 +312,7 @@ def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSp
         "backend": backend,
         "workload": workload,
         "trial": trial,
+        # The evidence as the run left it: the summarize rule compares against it (evidence_digest.edited_evidence).
+        "evidence_digest": evidence_digest(evidence_dir),
     }
     atomic_write_json(path, record, replace=replace)

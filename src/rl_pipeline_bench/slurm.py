@@ -11,6 +11,9 @@ GPU ids, which are NVML indices when the node's gres.conf lists GPUs in NVML ord
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -64,7 +67,7 @@ def _gpu_ids(env: Mapping[str, str], job_id: str) -> tuple[tuple[int, ...], str 
         ids = []
         for entry in raw.split(","):
             entry = entry.strip()
-            if not entry.isdigit():
+            if not re.fullmatch(r"[0-9]+", entry):  # str.isdigit() also takes '²', which int() refuses
                 raise SlurmAllocationError(
                     f"SLURM job {job_id}: {name}={raw!r} is not a comma-separated list of GPU ids "
                     f"(entry {entry!r}); cannot tell which GPUs SLURM allocated"
@@ -96,6 +99,28 @@ def current_job(env: Mapping[str, str] | None = None) -> SlurmJob | None:
         gpus=gpus,
         gpu_source=source,
     )
+
+
+def unverified_reason(job: SlurmJob, timeout_s: float = 10.0) -> str | None:
+    """Why the environment's SLURM job cannot be trusted (None: `scontrol` knows it as a running job).
+
+    Variables alone prove nothing (a stray `SLURM_JOB_ID` in a shell, a copied environment);
+    the controller does.
+    """
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return "scontrol is not installed, so the job cannot be confirmed"
+    try:
+        proc = subprocess.run([scontrol, "show", "job", "--oneliner", job.job_id], capture_output=True,
+                              text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`scontrol show job {job.job_id}` did not answer ({exc})"
+    if proc.returncode != 0:
+        return f"`scontrol show job {job.job_id}` does not know it ({(proc.stderr or proc.stdout).strip()})"
+    fields = dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", proc.stdout))
+    if fields.get("JobState") not in ("RUNNING", "COMPLETING"):
+        return f"`scontrol show job {job.job_id}` reports it {fields.get('JobState') or 'in no state'}, not running"
+    return None
 
 
 def allocated_gpu_spec(job: SlurmJob, count: int) -> str:

@@ -229,9 +229,14 @@ def check_spec(doc: Any, where: str = "spec") -> RunSpec:
 
 def load_spec(path: Path | str) -> RunSpec:
     """Read and check a spec file; a file named like a spec id must carry that id's hash."""
+    from .paths import NotARegularFile, require_regular_file
+
     path = Path(path)
     try:
+        require_regular_file(path, "run spec")
         doc = json.loads(path.read_text(encoding="utf-8"))
+    except NotARegularFile as exc:
+        raise SpecError(str(exc)) from None
     except FileNotFoundError:
         from .paths import spec_file
 
@@ -239,6 +244,9 @@ def load_spec(path: Path | str) -> RunSpec:
                         f"(`uv run snakemake --cores 1 {spec_file('SUITE-HASH')}`, see `bench plan`)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecError(f"run spec {path} is not readable JSON: {exc}") from None
+    from .spec_schema import validate_spec_settings
+
+    validate_spec_settings(doc, where=f"run spec {path}")  # a recomputed hash proves nothing about the values
     spec = check_spec(doc, where=f"run spec {path}")
     named = SPEC_ID.match(path.stem)
     if named and path.stem != spec.id:

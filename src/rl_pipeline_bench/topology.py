@@ -18,6 +18,10 @@ CONTRACT_LORA_RANK = 8
 LORA_ALPHA = 32
 #: Longest sequence (prompt + completion) the contract's framework runs train on.
 MAX_SEQ_LENGTH = 131072
+#: A driver's manifest `trainer_timing.source` (and the summary's `trainer.headline.interval_source`)
+#: when its framework keeps no per-rank trainer timing and it recorded one controller-side
+#: interval per step as rank 0 (docs/validation.md).
+CONTROLLER_INTERVAL = "controller_interval"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 - `wordlevel_tokenizer()`: a tiny WordLevel tokenizer with a Qwen-style chat
   template, built in-process with the `tokenizers` library.
 - `FakeChatServer`: a loopback HTTP server speaking the slice of vLLM's
-  OpenAI-compatible chat API the drivers use. It honours `max_tokens` (or
+  OpenAI-compatible chat and completions API the drivers use. It honours `max_tokens` (or
   returns `short_by` fewer tokens, to exercise the length check), records every
   request body, and returns vLLM's `prompt_token_ids` / choice `token_ids` and
   logprobs when asked. It stands in for vLLM, which cannot run here.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -65,15 +66,26 @@ def small_plan_rows(new_calls: int = 3, forced=(3, 5, 2), group_size: int = 2):
 class FakeChatServer:
     """Loopback stand-in for vLLM's /v1/chat/completions (see the module docstring)."""
 
-    def __init__(self, tokenizer, short_by: int = 0):
+    def __init__(self, tokenizer, short_by: int = 0, delay_s: float = 0.0):
         self.tokenizer = tokenizer
         self.short_by = short_by
+        self.delay_s = delay_s
         self.requests: list[dict] = []
+        #: the policy version it serves (a trainer double moves it on each weight sync), and per
+        #: completions request the versions served when it arrived and when it was answered
+        self.policy = 0
+        self.served: list[tuple[int, int]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output quiet
                 pass
+
+            def do_GET(self):  # vLLM's Prometheus endpoint, with no samples
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -93,6 +105,8 @@ class FakeChatServer:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def respond(self, body: dict) -> dict:
+        if "prompt" in body:
+            return self.complete(body)
         n = max(0, int(body["max_tokens"]) - self.short_by)
         words = [WORDS[(len(self.requests) * 7 + i) % len(WORDS)] for i in range(n)]
         text = " ".join(words)
@@ -111,6 +125,35 @@ class FakeChatServer:
             choice["logprobs"] = {"content": [{"token": w, "logprob": -0.5, "bytes": None, "top_logprobs": []}
                                               for w in words]}
         return out
+
+    def complete(self, body: dict) -> dict:
+        """/v1/completions with token-id prompts, as vLLM answers it (return_token_ids, logprobs).
+
+        Like a forced-length vLLM completion with ignore_eos, every third token is the
+        end-of-turn special token; the returned text, like vLLM's with
+        skip_special_tokens, omits it (so text cannot rebuild the tokens).
+        """
+        prompt = [int(t) for t in body["prompt"]]
+        arrived = self.policy
+        time.sleep(self.delay_s)  # a decode in flight while the trainer may publish
+        self.served.append((arrived, self.policy))
+        n = max(0, int(body["max_tokens"]) - self.short_by)
+        if not (body.get("min_tokens") == body["max_tokens"] and body.get("ignore_eos")):
+            n = min(n, 1)  # a real model stops early unless forced
+        eos = self.tokenizer.eos_token_id
+        words = [WORDS[(len(self.requests) * 7 + i) % len(WORDS)] for i in range(n)]
+        ids = [eos if i % 3 == 2 else self.tokenizer.convert_tokens_to_ids(w) for i, w in enumerate(words)]
+        text = " ".join(w for i, w in enumerate(words) if i % 3 != 2)
+        choice = {"index": 0, "finish_reason": "length", "text": text}
+        if body.get("return_token_ids"):
+            choice["token_ids"] = ids
+            choice["prompt_token_ids"] = prompt
+        if body.get("logprobs") is not None:
+            choice["logprobs"] = {"tokens": words, "token_logprobs": [-0.25] * n, "top_logprobs": None,
+                                  "text_offset": list(range(n))}
+        return {"id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": 0,
+                "model": body["model"], "choices": [choice],
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n}}
 
     def __enter__(self):
         self.thread.start()

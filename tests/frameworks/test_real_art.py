@@ -308,6 +308,87 @@ def test_autotuner_health_from_arts_own_records(config, tmp_path):
     assert any("lacks pipeline_settings/" in p for p in art_metrics.autotuner_health(bare, profile_path, 2)["problems"])
 
 
+PINNED = "59d61f3ce65a6d9863b86d2e96597125219dc754"
+
+
+def _hub_snapshot(root: Path, repo_id: str = "Qwen/Qwen3.5-35B-A3B", revision: str = PINNED) -> Path:
+    """A Hugging Face cache holding only the pinned revision, as a download by commit hash leaves it (no refs/)."""
+    snap = root / "hub" / f"models--{repo_id.replace('/', '--')}" / "snapshots" / revision
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    return snap
+
+
+def test_a_cache_without_refs_resolves_only_the_pinned_revision(tmp_path):
+    """Why ART must be given the snapshot: the bare name resolves `main`, which this cache does not have."""
+    from huggingface_hub import try_to_load_from_cache
+
+    snap = _hub_snapshot(tmp_path)
+    cache = tmp_path / "hub"
+    assert try_to_load_from_cache("Qwen/Qwen3.5-35B-A3B", "config.json", cache_dir=cache) is None
+    assert Path(try_to_load_from_cache("Qwen/Qwen3.5-35B-A3B", "config.json", cache_dir=cache,
+                                       revision=PINNED)) == snap / "config.json"
+
+
+def test_model_identity_reaches_every_process_art_launches(config, tmp_path, four_gpus, monkeypatch):
+    """The vLLM argv and the Megatron trainer spec ART builds carry the snapshot and the pinned revision.
+
+    ART's own MegatronBackend._get_service resolves the config and builds its
+    DistributedMegatronService; only the runtime that would launch processes (ArtRuntime
+    over Monarch, vLLM) is replaced by the topology ART compiled for it.
+    """
+    from art.distributed.vllm_replica import ReplicaLaunchTemplate, ReplicaManager
+    from art.vllm_runtime import build_vllm_runtime_server_cmd
+
+    snap = _hub_snapshot(tmp_path)
+    native = build_art_config(config, get_suite(config, "comparison"), art_path=tmp_path / "art", model_path=snap)
+    art.init_megatron_runtime_config(topology=art.MegatronTopologyConfig(**native["megatron_runtime"]["topology"]),
+                                     packed_sequence_length=native["megatron_runtime"]["packed_sequence_length"])
+    model = _model(native, tmp_path / "art")
+    backend = MegatronBackend(**native["backend"])
+
+    async def topology_only_runtime(self, model_, resolved):
+        return SimpleNamespace(topology=self._compile_local_topology(model_, resolved, service_ports=(40001, 40002)),
+                               runtime_id="test", nixl_transport=None)
+
+    monkeypatch.setattr(MegatronBackend, "_ensure_runtime", topology_only_runtime)
+    service = asyncio.run(backend._get_service(model))
+    trainer = service._runtime_spec()  # what each Megatron rank is started with (MODEL_IDENTIFIER, revision)
+    assert (trainer.model_identifier, trainer.model_revision, trainer.dtype) == (str(snap), PINNED, "bfloat16")
+    vllm_spec = service._model_service_spec()
+    template = ReplicaLaunchTemplate(served_model_name="rl-bench@0", lora_path=str(tmp_path / "lora"),
+                                     engine_args=service._engine_args(None), server_args=service._server_args(None))
+    request = ReplicaManager(vllm_spec, {m.host_id: object() for m in vllm_spec.members}, template)._launch_request(
+        vllm_spec.members[0])
+    monkeypatch.setenv("ART_VLLM_RUNTIME_BIN", str(tmp_path / ".venv" / "bin" / "art-vllm-runtime-server"))
+    argv = build_vllm_runtime_server_cmd(request.launch_config)
+    assert f"--model={snap}" in argv and "--cuda-visible-devices=2,3" in argv
+    engine = json.loads(next(a for a in argv if a.startswith("--engine-args-json=")).split("=", 1)[1])
+    assert (engine["revision"], engine["tokenizer_revision"], engine["dtype"]) == (PINNED, PINNED, "bfloat16")
+    assert not any(a == "--model=Qwen/Qwen3.5-35B-A3B" for a in argv)
+
+
+def test_a_failed_publication_wait_names_its_cause(config, tmp_path):
+    from rl_pipeline_bench.backends.art.driver import publication_failed, timed_backend_class
+
+    class Unserved:
+        async def wait_for_serving(self, step):
+            raise TimeoutError(f"vLLM did not serve step {step} within 600 s")
+
+    times = art_metrics.TrainCallTimes()
+    backend = timed_backend_class(MegatronBackend, lambda: 1.0, times)(path=str(tmp_path))
+
+    async def service(model):
+        return Unserved()
+
+    backend._get_service = service
+    asyncio.run(backend._await_publication(None, 3))
+    assert times.published == {} and backend.publication_failures == {
+        3: "TimeoutError: vLLM did not serve step 3 within 600 s"}
+    assert publication_failed(backend.publication_failures) == (
+        "publication_failed: step 3: TimeoutError: vLLM did not serve step 3 within 600 s")
+
+
 def test_model_dir_binding_points_at_the_snapshot(tmp_path):
     snap = tmp_path / "snap"
     snap.mkdir()

@@ -17,6 +17,7 @@ import itertools
 import sys
 import time
 from importlib.metadata import version
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -40,7 +41,8 @@ from rl_pipeline_bench.backends.native_types import check_dataclass_types, valid
 from rl_pipeline_bench.backends.skyrl import support_native_config  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.config import build_skyrl_config, to_cli_overrides  # noqa: E402
 from rl_pipeline_bench.backends.skyrl import metrics as sky_metrics  # noqa: E402
-from rl_pipeline_bench.backends.skyrl.driver import assemble_sequences, generate_group  # noqa: E402
+from rl_pipeline_bench.backends.skyrl.driver import ServedPolicy, generate_group, generator_failed  # noqa: E402
+from rl_pipeline_bench.backends.skyrl.token_calls import observation_ids  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
@@ -142,47 +144,69 @@ def _group_rows():
     return pd.DataFrame(small_plan_rows(group_size=3))
 
 
+def _generate(server, tok, rows, version=lambda: 2):
+    client = AsyncOpenAI(base_url=server.base_url, api_key="x")
+    ticks = itertools.count()
+    return asyncio.run(generate_group(client.completions.create, "policy", tok, rows,
+                                      clock=lambda: float(next(ticks)), policy_version=version, group_size=3))
+
+
 def test_generate_group_builds_a_skyrl_generator_output():
     tok = wordlevel_tokenizer()
-    ticks = itertools.count()
     with FakeChatServer(tok) as server:
-        client = AsyncOpenAI(base_url=server.base_url, api_key="x")
-        out, results = asyncio.run(generate_group(client.chat.completions.create, "policy", tok, _group_rows(),
-                                                  clock=lambda: float(next(ticks)), policy_version=lambda: 2,
-                                                  group_size=3))
+        out, results = _generate(server, tok, _group_rows())
     assert validate_typed_dict(GeneratorOutput, out) == []
     assert len(out["response_ids"]) == 3 and out["rewards"] == [0.0, 0.5, 1.0]
     for ids, mask, lps in zip(out["response_ids"], out["loss_masks"], out["rollout_logprobs"]):
         assert len(ids) == len(mask) == len(lps)
         assert sum(mask) == 3 + 5 + 2  # exactly the forced completion tokens are trained
     for body in server.requests:
-        assert body["chat_template_kwargs"] == CHAT_TEMPLATE_KWARGS
         assert body["min_tokens"] == body["max_tokens"] and body["ignore_eos"] and body["return_token_ids"]
+        assert all(isinstance(t, int) for t in body["prompt"]) and body["logprobs"] == 1
     assert all(c.policy_version == 2 for r in results for c in r.calls)
     # SkyRL's own batch assembly accepts it and computes the assistant-token metric from the masks.
     merged = gen_utils.concatenate_generator_outputs([out, out])
     assert merged["rollout_metrics"]["generate/avg_assistant_tokens"] == pytest.approx(10.0)
 
 
-def test_assemble_refuses_a_prompt_that_does_not_extend():
+def test_later_calls_extend_earlier_ones_even_with_special_tokens_in_completions():
+    """The loopback vLLM puts end-of-turn tokens inside forced spans and strips them from the text."""
     tok = wordlevel_tokenizer()
     with FakeChatServer(tok) as server:
-        client = AsyncOpenAI(base_url=server.base_url, api_key="x")
+        out, results = _generate(server, tok, _group_rows())
+    eos = tok.eos_token_id
+    for traj, res in zip(out["response_ids"], results):
+        sent = res.prompts
+        assert any(eos in ids for ids in [traj])  # special tokens were sampled inside the forced spans
+        for k in range(1, len(sent)):
+            # Each later prompt is the earlier prompt + what the server returned + the observation.
+            assert sent[k][: len(sent[k - 1])] == sent[k - 1]
+        assert sent[-1] == res.prompt_ids + res.response_ids[: len(sent[-1]) - len(res.prompt_ids)]
+    # The observation is rendered as SkyRL's multi-turn generator renders it (fixed base conversation).
+    obs = [{"role": "tool", "content": "bab bad"}]
+    ids = observation_ids(tok, obs, CHAT_TEMPLATE_KWARGS)
+    text = tok.decode(ids)
+    assert text.startswith("<|im_start|> user <tool_response> bab bad </tool_response> <|im_end|>")
+    assert text.endswith("<|im_start|> assistant <think> </think>")
 
-        async def two():
-            base = [{"role": "user", "content": "bab"}]
-            kw = {"extra_body": {"return_token_ids": True, "chat_template_kwargs": {"enable_thinking": False}},
-                  "logprobs": True}
-            a = await client.chat.completions.create(model="m", messages=base, max_tokens=2, **kw)
-            b = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "dad"}],
-                                                     max_tokens=2, **kw)
-            return a, b
 
-        a, b = asyncio.run(two())
-    p, ids, mask, _ = assemble_sequences([a])
-    assert ids and mask == [1, 1] and p
-    with pytest.raises(ValueError, match="does not extend"):
-        assemble_sequences([a, b])
+def test_a_short_completion_is_refused():
+    from rl_pipeline_bench.rollout import CompletionLengthError
+
+    tok = wordlevel_tokenizer()
+    with FakeChatServer(tok, short_by=1) as server:
+        with pytest.raises(CompletionLengthError, match="completion length 2 != forced 3"):
+            _generate(server, tok, _group_rows())
+
+
+def test_served_policy_follows_skyrls_weight_sync_not_global_step():
+    """SkyRL's global_step is the step being trained; vLLM serves it only after its sync_weights phase."""
+    served, trainer = ServedPolicy(), SimpleNamespace(global_step=1)
+    served.phase("run_training", trainer)
+    assert served.version == 0
+    served.phase("sync_weights", trainer)
+    assert served.version == 1
+    assert generator_failed(KeyError("x")) == "generator_failed: KeyError: 'x'"
 
 
 def _run_steps(collector, tracker, gauge, steps, *, with_staleness=True):

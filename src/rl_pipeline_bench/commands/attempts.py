@@ -12,6 +12,8 @@ from .. import paths
 def _seed(args: argparse.Namespace) -> int:
     from ..attempts import seed_index
 
+    if not args.evidence_root.is_dir():  # nothing to seed from is a mistake, not "0 added"
+        raise FileNotFoundError(2, "no such evidence directory", str(args.evidence_root))
     n = seed_index(args.evidence_root, args.output)
     print(f"{args.output}: {n} evidence director{'y' if n == 1 else 'ies'} the index lacked added (nothing re-scored)")
     return 0
@@ -21,7 +23,9 @@ def _list(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from ..attempts import read_attempts
+    from ..paths import require_regular_file
 
+    require_regular_file(args.index, "attempts index")  # a FIFO would block the reader forever
     found, problems = read_attempts(args.index)
     if args.json:
         print(json.dumps([asdict(a) for a in found], indent=2))

@@ -66,7 +66,13 @@ def _spec_from_config(suite: str, settings_json: str | None, seed: int | None) -
     config = load_config()
     if settings_json is not None:
         config = dict(config)
-        config["eval_suites"] = {**(config.get("eval_suites") or {}), suite: json.loads(settings_json)}
+        try:
+            settings = json.loads(settings_json)
+        except ValueError as exc:
+            from ..config import ConfigError
+
+            raise ConfigError(f"--settings-json is not JSON: {exc}") from None
+        config["eval_suites"] = {**(config.get("eval_suites") or {}), suite: settings}
     if seed is not None:
         config["seed"] = seed
     return eval_spec.resolve(config, suite)

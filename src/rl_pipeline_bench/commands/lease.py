@@ -67,9 +67,18 @@ def cmd_run(args) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    if args.cleanup_timeout < 0:
+    if not args.cleanup_timeout >= 0:  # NaN too
         print("bench lease: --cleanup-timeout must be >= 0", file=sys.stderr)
         return EXIT_REFUSED
+    if args.memory_threshold_mib is not None:
+        from ..config import ConfigError, check_options
+
+        try:  # as config `lease.memory_threshold_mib`; -5 used to refuse every GPU as "in use"
+            check_options({"memory_threshold_mib": args.memory_threshold_mib}, "lease",
+                          {"memory_threshold_mib": "--memory-threshold-mib"})
+        except ConfigError as exc:
+            print(f"bench lease: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
     run_id = args.run_id or f"adhoc-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
     return supervise(
         args.gpus, args.count, command, run_id=run_id, lock_dir=args.lock_dir,

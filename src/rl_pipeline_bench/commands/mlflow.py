@@ -31,7 +31,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..tracking.records import BUILDERS, discover
 
     explicit = {"benchmark": args.summaries, "evaluation": args.eval_summaries, "probe": args.probe_summaries}
-    found = discover(args.results) if all(v is None for v in explicit.values()) else \
+    scanning = all(v is None for v in explicit.values())
+    if scanning and not args.results.is_dir():  # a mistyped --results is an error, not "0 logged"
+        raise FileNotFoundError(2, "no such results directory", str(args.results))
+    found = discover(args.results) if scanning else \
         {k: list(v or []) for k, v in explicit.items()}
     uri = args.uri or mlflow_export.default_uri(args.results / Path(paths.MLFLOW_STORE).relative_to(paths.RESULTS))
     mlflow_export.check_server(uri)  # an unreachable server stops before anything is read

@@ -44,6 +44,10 @@ def _settings(args, section: str) -> dict:
         flags = ", ".join("--timeout" if k == "timeout_s" else "--" + k.replace("_", "-") for k in given)
         raise SystemExit(f"bench probe {section}: {flags} and --spec: the spec's probes.{section} gives the "
                          "settings (drop the flags, or drop --spec and name a --config)")
+    from ..config import check_options
+
+    check_options(given, f"probes/{section}",  # the flags refuse what the config keys refuse
+                  {k: "--timeout" if k == "timeout_s" else "--" + k.replace("_", "-") for k in given})
     spec = spec_of(args)
     settings = {**spec.probes[section], **given}
     args.label = args.label or spec.suite_name
@@ -104,7 +108,9 @@ def _storage(args) -> int:
 
 
 def _snapshot_of(model_record: Path) -> Path:
-    record = json.loads(model_record.read_text(encoding="utf-8"))
+    from ..jsonfile import read_json
+
+    record = read_json(model_record, "model record")
     snapshot = record.get("snapshot_path")
     if not snapshot or not Path(snapshot).is_dir():
         raise SystemExit(f"bench probe: {model_record} names no existing snapshot_path ({snapshot!r})")
@@ -140,7 +146,9 @@ def _gemm(args) -> int:
 def _model_flops(args) -> int:
     from ..probes.flops import model_card
 
-    record = json.loads(args.model_record.read_text(encoding="utf-8"))
+    from ..jsonfile import read_json
+
+    record = read_json(args.model_record, "model record")
     card = model_card(_snapshot_of(args.model_record))
     card.update({k: record.get(k) for k in ("model", "repo_id", "revision")})
     print(f"model-flops: {card['architecture']}: {card['active_matmul_params']:,.0f} active of "

@@ -57,7 +57,8 @@ def _build(args: argparse.Namespace) -> int:
     try:
         record = images.build_image(args.backend, args.root, base_image=args.base_image, log=log, network_mode=args.network)
     except (images.ImageError, provenance.ProvenanceError) as exc:
-        log(f"bench build: {exc}")
+        if log_fh:  # the build log keeps the failure too; the terminal gets it once, on stderr
+            log(f"bench build: {exc}")
         print(f"bench build: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -67,8 +67,12 @@ def _common(args: argparse.Namespace):
     suite = args.suite or (spec.suite_name if spec is not None else None)
     if suite is None:
         raise SystemExit(f"bench {args.command}: give --spec (or at least --suite)")
-    settings = StatsSettings.from_mapping({k: v for k in ("cv_bound", "min_trials", "confidence", "bootstrap_resamples")
-                                           if (v := getattr(args, k)) is not None})
+    from ..config import check_options
+
+    given = {k: v for k in ("cv_bound", "min_trials", "confidence", "bootstrap_resamples")
+             if (v := getattr(args, k)) is not None}
+    check_options(given, "statistics", {k: "--" + k.replace("_", "-") for k in given})  # as config `statistics:`
+    settings = StatsSettings.from_mapping(given)
     return spec, suite, settings, args.attempts_index or index_for(args.evidence_root)
 
 

@@ -21,7 +21,8 @@ def parse_overrides(items: list[str]) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
+            # Worded without a literal "KEY=VALUE": the error handler scrubs anything shaped like key=value.
+            raise ConfigError(f"--set {item!r}: no '=' between the key and its value")
         key, value = item.split("=", 1)
         try:
             out[key] = yaml.safe_load(value)

@@ -62,6 +62,9 @@ REASON_CODES: dict[str, str] = {
     "interval_outside_run": "a trainer interval starts before the run, ends after its last update, "
                             "or is tagged with an update that was not recorded",
     "trainer_union_implausible": f"an update's trainer union is below {TRAINER_SHARE_FLOOR:g} of its wall time",
+    # the manifest's identity against the spec it names and that spec's plan (plan_identity.py)
+    "plan_mismatch": "the manifest's suite, backend, workload or trial is not in the spec it names, or a call's "
+                     "forced length is not the one that spec's plan offers for the named workload (relabelled evidence)",
 }
 
 

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from .. import plan_identity
 from ..atomicfile import atomic_write_json
 from ..evidence import Evidence, read_evidence
 from . import reconcile
@@ -364,6 +365,7 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
     manifest = ev.manifest
     m = manifest or {}
     identity = reconcile.check_identity(manifest, ev.path, reasons)
+    plan_identity.check_plan_identity(manifest, ev.calls, ev.path, reasons)  # a relabelled run is not its label's run
     if run_record is not None:
         reconcile.check_run_record(run_record, manifest, ev.path, reasons)
     settings, contract = _settings_from_manifest(manifest, reasons)
@@ -393,6 +395,8 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
     headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
     measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
     trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
+    timing = m.get("trainer_timing") if isinstance(m.get("trainer_timing"), dict) else {}
+    trainer["interval_source"] = timing.get("source")
     warnings: list[str] = []
     rollout = rollout_activity(ev.calls if calls_ok else ev.calls.iloc[0:0], headline, measured, warnings)
 
@@ -444,7 +448,12 @@ def summarize(evidence_dir: Path | str, run_record: Mapping[str, Any] | None = N
 
     run_record: the run.json that points at the directory; it must name the same run.
     """
-    return summarize_evidence(read_evidence(evidence_dir), run_record)
+    from ..evidence_digest import evidence_digest, seal
+
+    digest = evidence_digest(evidence_dir)  # the bytes about to be read: the report re-checks them
+    summary = summarize_evidence(read_evidence(evidence_dir), run_record)
+    summary["evidence_digest"] = digest
+    return seal(summary)
 
 
 def summarize_to_file(evidence_dir: Path | str, out_path: Path | str,

@@ -45,10 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SkyRL's packaged CUDA compatibility libraries (only on hosts qualified for them)")
     p.add_argument("--dry-run", action="store_true", help="print the requested pod (and its ConfigMap) and exit; nothing is created")
     p.add_argument("--resume", action="store_true", help="observe the pod saved in --output again; never reruns workloads")
-    p.add_argument("--start-timeout", type=float, default=Timeouts.start_s, metavar="S", help="scheduling + pull + identity (default %(default)g)")
-    p.add_argument("--run-timeout", type=float, default=Timeouts.run_s, metavar="S", help="all workloads (default %(default)g)")
-    p.add_argument("--poll", type=float, default=Timeouts.poll_s, metavar="S", help=argparse.SUPPRESS)
+    p.add_argument("--start-timeout", type=_seconds, default=Timeouts.start_s, metavar="S", help="scheduling + pull + identity (default %(default)g)")
+    p.add_argument("--run-timeout", type=_seconds, default=Timeouts.run_s, metavar="S", help="all workloads (default %(default)g)")
+    p.add_argument("--poll", type=_seconds, default=Timeouts.poll_s, metavar="S", help=argparse.SUPPRESS)
     return p
+
+
+def _seconds(text: str) -> float:
+    """A time limit: a finite number of seconds above zero (argparse names the flag on refusal)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds above 0")
+    return value
 
 
 def _api(context, namespace):

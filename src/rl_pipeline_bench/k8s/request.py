@@ -19,10 +19,50 @@ from ..configfile import ConfigError, get_suite
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-# RFC 1123 label; the longest derived name is NAME-provenance (ConfigMap), NAME-collect (pod).
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kubernetes' own name rules (apimachinery validation): an RFC 1123 label (namespaces, our pod
+# names), an RFC 1123 subdomain (PVCs, Secrets, RuntimeClasses, scheduler names), a label key
+# ([subdomain/]name) and a label value. fullmatch throughout: `$` would also accept a trailing newline.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_NAME = _DNS1123_LABEL
+# The longest derived name is NAME-provenance (ConfigMap), NAME-collect (pod).
 NAME_MAX = 63 - len("-collect")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def is_dns1123_label(value: str) -> bool:
+    return len(value) <= 63 and bool(_DNS1123_LABEL.fullmatch(value))
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    return len(value) <= 253 and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
+
+
+def is_label_key(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    return (not slash or is_dns1123_subdomain(prefix)) and len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
+
+
+def is_label_value(value: str) -> bool:
+    return value == "" or (len(value) <= 63 and bool(_LABEL_NAME.fullmatch(value)))
+
+
+#: Flags naming Kubernetes objects, and the rule each name must follow.
+_NAME_RULES = {
+    "namespace": (is_dns1123_label, "an RFC 1123 label (lowercase letters, digits, '-'; at most 63 characters)"),
+    "pvc": (is_dns1123_subdomain, "an RFC 1123 subdomain (lowercase letters, digits, '-', '.'; at most 253)"),
+    "pull_secret": (is_dns1123_subdomain, "an RFC 1123 subdomain (lowercase letters, digits, '-', '.'; at most 253)"),
+    "runtime_class": (is_dns1123_subdomain, "an RFC 1123 subdomain (lowercase letters, digits, '-', '.'; at most 253)"),
+    "scheduler": (is_dns1123_subdomain, "an RFC 1123 subdomain (lowercase letters, digits, '-', '.'; at most 253)"),
+}
+
+
+def check_object_names(args) -> None:
+    """Every flag that names a Kubernetes object must be a name Kubernetes accepts (no newline, no '../')."""
+    for key, (valid, rule) in _NAME_RULES.items():
+        value = getattr(args, key, None)
+        if value is not None and not valid(value):
+            raise RequestError(f"--{key.replace('_', '-')} {value!r}: not a Kubernetes name; it must be {rule}")
 
 
 class RequestError(ValueError):
@@ -81,7 +121,7 @@ def load_source_record(path: Path, backend: str) -> dict[str, Any]:
 
 
 def _check_name(name: str) -> str:
-    if len(name) > NAME_MAX or not _NAME.match(name):
+    if len(name) > NAME_MAX or not _NAME.fullmatch(name):
         raise RequestError(
             f"--name {name!r}: must be a lowercase RFC 1123 label of at most {NAME_MAX} characters "
             "(letters, digits, '-'; starting and ending with a letter or digit), unique per invocation"
@@ -100,8 +140,12 @@ def parse_node_selector(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items or []:
         key, eq, value = item.partition("=")
-        if not eq or not _LABEL_KEY.match(key):
-            raise RequestError(f"--node-selector {item!r}: expected KEY=VALUE with a valid label key (e.g. nvidia.com/gpu.product=NVIDIA-H200)")
+        if not eq or not is_label_key(key) or not is_label_value(value):
+            raise RequestError(f"--node-selector {item!r}: expected KEY=VALUE with a valid label key and value "
+                               "(e.g. nvidia.com/gpu.product=NVIDIA-H200)")
+        if key in out:
+            raise RequestError(f"--node-selector: key {key!r} is given twice ({out[key]!r} and {value!r}); a node "
+                               "selector holds one value per key")
         out[key] = value
     return out
 
@@ -159,6 +203,7 @@ def build_request(args, config_path: Path | None = None) -> QualifyRequest:
             f"--output {output} already exists: every invocation needs a fresh output directory (and a unique --name); "
             f"to keep observing the pod of that invocation use --resume --output {output}"
         )
+    check_object_names(args)
     if not args.pvc:
         raise RequestError("--pvc is required: the writable PersistentVolumeClaim (in --namespace) for results and the HF cache")
     if not args.cache_subpath:

@@ -113,9 +113,19 @@ class Supervisor:
 
     def _slurm_specs(self) -> list[str]:
         """Inside a SLURM job: exactly the allocated GPUs replace the configured SPECs."""
-        self.slurm_job = slurm.current_job()
-        if self.slurm_job is None:
+        job = slurm.current_job()
+        if job is None:
             return self.specs
+        untrusted = slurm.unverified_reason(job)
+        if untrusted is not None:  # a stray SLURM environment: never let it pick the GPUs
+            if job.gpus and ",".join(map(str, job.gpus)) not in self.specs:
+                raise slurm.SlurmAllocationError(
+                    f"the environment names {job.describe()} with GPUs {job.gpu_source}="
+                    f"{','.join(map(str, job.gpus))}, not the configured SPEC(s) {' | '.join(self.specs)}, but "
+                    f"{untrusted}; unset the SLURM_* variables or run inside that job")
+            self.say(f"ignoring the SLURM environment ({job.describe()}): {untrusted}")
+            return self.specs
+        self.slurm_job = job
         spec = slurm.allocated_gpu_spec(self.slurm_job, self.count)
         self.say(f"inside {self.slurm_job.describe()}: leasing the allocated GPU(s) {spec} "
                  f"({self.slurm_job.gpu_source}) instead of the configured SPEC(s) {' | '.join(self.specs)}")

@@ -68,14 +68,16 @@ def summarize_run_json(run_json: Path | str, card_path: Path | str | None, out_p
 
     With a spec, the run record and its evidence must name that spec's hash (as for summary.json).
     """
-    record = json.loads(Path(run_json).read_text(encoding="utf-8"))
+    from ..jsonfile import RunRecordError, read_json
+
+    record = read_json(run_json, "run record")
     if not isinstance(record, dict) or not record.get("evidence_dir"):
-        raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
+        raise RunRecordError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
     if spec_path is not None:
         from ..spec import check_run_spec
 
         check_run_spec(record, Path(run_json), Path(record["evidence_dir"]), spec_path)
-    card = json.loads(Path(card_path).read_text(encoding="utf-8")) if card_path else None
+    card = read_json(card_path, "FLOPs card") if card_path else None
     summary = summarize_run_infra(record["evidence_dir"], card)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,9 @@ the suite's device with the reference LoRA shape.
 
 In the run spec (rl_pipeline_bench.spec, docs/run-spec.md) the resolved settings are
 split: what changes a probe's work (sizes, iterations, ranks, the sampler's interval) is
-hashed under `settings.probes`; where it runs and how long it may take (`PLACEMENT`:
-directories, timeouts) is recorded unhashed under `about.probes`, like `gpu_sets`.
+hashed under `settings.probes`, the scratch directories included (they decide which filesystem
+is measured); how long a probe may take (`PLACEMENT`: the timeouts) is recorded unhashed under
+`about.probes`, like `gpu_sets`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 
 SECTIONS = ("telemetry", "allreduce", "storage", "checkpoint")
 
-#: Keys that place a probe or bound its time without changing what it measures: not hashed.
-PLACEMENT = {"telemetry": (), "allreduce": ("timeout_s",), "storage": ("directory", "timeout_s"),
-             "checkpoint": ("directory",)}
+#: Keys that bound a probe's time without changing what it measures: not hashed. The storage and
+#: checkpoint directories are hashed: the directory decides which filesystem is measured.
+PLACEMENT = {"telemetry": (), "allreduce": ("timeout_s",), "storage": ("timeout_s",), "checkpoint": ()}
 #: Keys `probe_settings` derives from the suite; they are not config keys.
 DERIVED = {"telemetry": (), "allreduce": ("backend",), "storage": (), "checkpoint": ("device", "lora_rank", "lora_alpha")}
 

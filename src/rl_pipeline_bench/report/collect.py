@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..attempts import Attempt, read_attempts, unindexed_dirs
+from ..paths import NotARegularFile, require_regular_file
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
 
@@ -88,7 +89,10 @@ def load_summary(path: Path | str) -> dict[str, Any]:
     """
     path = Path(path)
     try:
+        require_regular_file(path, "summary")
         data = json.loads(path.read_text(encoding="utf-8"))
+    except NotARegularFile as exc:
+        raise ReportInputError(str(exc)) from None
     except FileNotFoundError:
         raise ReportInputError(f"summary {path} does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -163,6 +167,17 @@ def _summary_timeline(summary: dict[str, Any]) -> Timeline | None:
     return _timeline(t["update"], [np.nan if v is None else v for v in t["completed_at"]])
 
 
+def _distrust(summary: dict[str, Any], evidence_dir: Path | None) -> None:
+    """An edited, malformed or out-of-date summary is shown as an invalid run, its reason first."""
+    from ..evidence_digest import summary_problems
+
+    problems = summary_problems(summary, evidence_dir)
+    if problems:
+        earlier = summary["reasons"] if isinstance(summary.get("reasons"), list) else []
+        summary["valid"] = False
+        summary["reasons"] = [*problems, *(str(r) for r in earlier)]
+
+
 def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
     """A run from its summary and its update timeline: the summary's own, else read from its evidence.
 
@@ -176,6 +191,7 @@ def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
     problems: list[str] = []
     _fill_identity(summary, Path(summary_path), problems)
     evidence_dir = resolve_evidence_dir(summary, evidence_root)
+    _distrust(summary, evidence_dir)
     updates = _summary_timeline(summary)
     if evidence_dir is None:
         problems.append(f"evidence directory of run {summary['run_id']} not found under {evidence_root}"

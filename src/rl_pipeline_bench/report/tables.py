@@ -164,6 +164,7 @@ def runs_table(runs: list[Run]) -> pd.DataFrame:
             "headline_window_s": _num(get(s, "e2e", "headline", "window_s")),
             "measured_window_s": _num(get(s, "e2e", "measured", "window_s")),
             "trainer_union_s": _num(get(s, "trainer", "headline", "union_s")),
+            "trainer_interval_source": get(s, "trainer", "headline", "interval_source"),
         }
         row.update({c: _num(get(s, *path)) for c, path in RATE_FIELDS})
         row.update(provenance_row(s))
@@ -172,7 +173,7 @@ def runs_table(runs: list[Run]) -> pd.DataFrame:
     cols = ["workload", "backend", "trial", "run_id", "status", "valid", "reasons",
             "warmup_updates", "measured_updates", "headline_updates", "updates",
             "accepted_trajectories", "offered_trajectories", "headline_window_s", "measured_window_s",
-            "trainer_union_s", *RATE_COLUMNS, "model", "recipe_sha256", "source_sha256", "image", "host",
+            "trainer_union_s", "trainer_interval_source", *RATE_COLUMNS, "model", "recipe_sha256", "source_sha256", "image", "host",
             "gpus", "command", "started_at", "finished_at", "evidence_dir"]
     return _frame(rows, cols, ["trial", "warmup_updates", "measured_updates", "headline_updates", "updates",
                                "accepted_trajectories", "offered_trajectories"])
@@ -224,9 +225,17 @@ def headline_table(runs: list[Run], workloads: list[str], backends: list[str]) -
             }
             for c, path in RATE_FIELDS:
                 row[c] = _mean([_num(get(r.summary, *path)) for r in basis])
+            row["trainer_interval_source"] = interval_source(basis)
             rows.append(row)
-    cols = ["workload", "backend", "trials", "valid_trials", "valid", "basis", *RATE_COLUMNS]
+    cols = ["workload", "backend", "trials", "valid_trials", "valid", "basis", *RATE_COLUMNS,
+            "trainer_interval_source"]
     return _frame(rows, cols, ["trials", "valid_trials"])
+
+
+def interval_source(runs: list[Run]) -> str | None:
+    """What the trainer rate's intervals are (summary trainer.headline.interval_source), joined over trials."""
+    found = sorted({str(v) for r in runs if (v := get(r.summary, "trainer", "headline", "interval_source"))})
+    return ", ".join(found) or None
 
 
 def _cells(runs: list[Run], workloads: list[str], backends: list[str]):

@@ -51,7 +51,16 @@ def default_uri(store: Path | str = DEFAULT_STORE) -> str:
 
 
 def check_server(uri: str, timeout_s: float = 5.0) -> None:
-    """An http(s) tracking URI must answer before any work; ConfigError naming it otherwise."""
+    """An http(s) tracking URI must answer, and a SQLite store's file must be one that can be opened,
+    before any work (MLflow retries a store it cannot open for minutes); ConfigError naming it otherwise."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        if db.exists() and not db.is_file():
+            raise ConfigError(f"MLflow store {uri}: {db} is not a regular file (a SQLite store is a file, "
+                              f"e.g. sqlite:///{paths.MLFLOW_STORE}/mlflow.db)")
+        if not db.parent.is_dir():
+            raise ConfigError(f"MLflow store {uri}: directory {db.parent} does not exist")
+        return
     if not uri.startswith(("http://", "https://")):
         return
     try:

@@ -55,7 +55,9 @@ def _num(x: Any) -> float | None:
 
 
 def _read(path: Path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    from ..jsonfile import read_json
+
+    return read_json(path, "summary")
 
 
 def _get(d: Any, path: tuple[str, ...]) -> Any:
@@ -135,8 +137,10 @@ def probe_record(summary_path: Path) -> Record:
     Probe records carry no run id; the key is the schema, label and a hash of the file, which
     the probe writes once and never rewrites.
     """
+    from ..jsonfile import read_json
+
+    s = read_json(summary_path, "probe record")
     raw = Path(summary_path).read_bytes()
-    s = json.loads(raw)
     schema = str(s.get("schema") or "unknown")
     kind = schema.split("/")[1] if schema.count("/") >= 2 else schema
     metrics: dict[str, float] = {}

@@ -6,7 +6,11 @@
 - `model`: `art.TrainableModel(name, run_name, project, base_model, lora_config)`;
   `run_name` is required and LoRA is the top-level `lora_config` (`peft_args` raises).
 - `internal_config`: its `_internal_config` (`art.dev.InternalModelConfig`):
-  dedicated mode (`trainer_gpu_ids` 0,1 / `inference_gpu_ids` 2,3), in-flight LoRA
+  the pinned model (`init_args.model_name`: the snapshot directory, the one field
+  both ART's vLLM launch and its Megatron trainer load from; `init_args.revision`:
+  the pinned commit, which ART hands vLLM and records in the trainer's identity),
+  BF16 for trainer (`init_args.dtype`) and vLLM (`engine_args.dtype`), dedicated
+  mode (`trainer_gpu_ids` 0,1 / `inference_gpu_ids` 2,3), in-flight LoRA
   updates (`rollout_weight_update_mode="in_flight_lora"`), one vLLM engine with
   `engine_args.tensor_parallel_size=2` over both inference GPUs (see INFERENCE_LAYOUT),
   chat-template kwargs.
@@ -38,6 +42,9 @@ from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
 from .contract import PACKED_SEQUENCE_LENGTH as ART_PACKED_SEQUENCE_LENGTH
 from .contract import TOPOLOGY as ART_TOPOLOGY
 
+#: Trainer and vLLM precision, set explicitly (ART's defaults happen to agree today).
+DTYPE = "bfloat16"
+
 #: vLLM layout on the two inference GPUs, and why (recorded in the manifest).
 INFERENCE_LAYOUT = {
     "engine_args": {"tensor_parallel_size": ART_TOPOLOGY.inference_gpus},
@@ -59,12 +66,20 @@ def build_art_config(
     run_name: str = "rl-bench",
     project: str = "rl-pipeline-bench",
     art_path: str | Path | None = None,
+    model_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """ART's native settings for this suite (see the module docstring for the keys).
 
     n_updates: the contract's N (warmup + measured).
+    model_path: the pinned snapshot directory (None: the canonical ID, for checks
+    that never load weights).
     """
     model = config["models"][suite["model"]]
+    init_args: dict[str, Any] = {"max_seq_length": MAX_SEQ_LENGTH, "dtype": DTYPE}
+    if model_path is not None:
+        init_args["model_name"] = str(model_path)
+    if model.get("revision"):
+        init_args["revision"] = str(model["revision"])
     contract = suite.contract
     n = int(n_updates if n_updates is not None else contract["warmup_updates"] + contract["measured_updates"])
     trainer_ids = list(range(ART_TOPOLOGY.train_gpus))
@@ -76,14 +91,15 @@ def build_art_config(
             "name": run_name,
             "run_name": run_name,
             "project": project,
-            # Canonical ID for ART's model-support registry; lookups bind to the snapshot
-            # through the run-local model directory (see driver.bind_model_dir).
+            # Canonical ID for ART's model-support registry and the controller's tokenizer
+            # (bound to the snapshot through the run-local directory, driver.bind_model_dir);
+            # ART's vLLM and trainer processes load init_args.model_name instead.
             "base_model": model["repo_id"],
             "lora_config": {"rank": lora_rank(suite), "alpha": LORA_ALPHA},
         },
         "internal_config": {
-            "init_args": {"max_seq_length": MAX_SEQ_LENGTH},
-            "engine_args": dict(INFERENCE_LAYOUT["engine_args"]),
+            "init_args": init_args,
+            "engine_args": {**INFERENCE_LAYOUT["engine_args"], "dtype": DTYPE},
             "chat_template_kwargs": dict(CHAT_TEMPLATE_KWARGS),
             "chat_template_tool_schema_format": "vllm_openai",
             "trainer_gpu_ids": trainer_ids,

@@ -77,6 +77,8 @@ def timed_backend_class(megatron_backend: type, clock, times: metrics.TrainCallT
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self.publication_waits: set[asyncio.Task] = set()
+            #: step -> why its publication wait failed (kept: a failed wait must name its cause).
+            self.publication_failures: dict[int, str] = {}
 
         async def train(self, model, trajectory_groups, **kwargs):
             start = clock()
@@ -90,11 +92,20 @@ def timed_backend_class(megatron_backend: type, clock, times: metrics.TrainCallT
 
         async def _await_publication(self, model, step: int) -> None:
             # The Megatron service's wait_for_serving returns once vLLM serves policy `step`.
-            service = await self._get_service(model)
-            await service.wait_for_serving(step)
+            try:
+                service = await self._get_service(model)
+                await service.wait_for_serving(step)
+            except Exception as exc:
+                self.publication_failures[step] = f"{type(exc).__name__}: {exc}"
+                return
             times.published[step] = clock()
 
     return TimedMegatronBackend
+
+
+def publication_failed(failures: dict[int, str]) -> str:
+    """One line naming each step whose wait for vLLM to serve it failed, and why."""
+    return "publication_failed: " + "; ".join(f"step {s}: {why}" for s, why in sorted(failures.items()))
 
 
 def run(ctx) -> None:
@@ -112,10 +123,13 @@ def run(ctx) -> None:
     native_dir = Path(writer.path) / "native"
     native_dir.mkdir(parents=True, exist_ok=True)
     n = int(ctx.contract["warmup_updates"] + ctx.contract["measured_updates"])
-    native = build_art_config(ctx.config, ctx.suite, n_updates=n, run_name=writer.path.name, art_path=native_dir / "art")
+    snapshot = Path(ctx.model["snapshot_path"]).resolve()
+    native = build_art_config(ctx.config, ctx.suite, n_updates=n, run_name=writer.path.name,
+                              art_path=native_dir / "art", model_path=snapshot)
     support = check_support(native)
     writer.update_manifest(framework={"name": "openpipe-art", "version": support["version"], "native_config": native,
-                                      "support_gaps": support["gaps"], "support_facts": support["facts"]})
+                                      "support_gaps": support["gaps"], "support_facts": support["facts"]},
+                           trainer_timing=metrics.TRAINER_TIMING)
     if support["gaps"]:
         raise RuntimeError(
             f"installed openpipe-art {support['version']} cannot express the measurement contract: "
@@ -124,7 +138,7 @@ def run(ctx) -> None:
     art.init_megatron_runtime_config(topology=art.MegatronTopologyConfig(**native["megatron_runtime"]["topology"]),
                                      packed_sequence_length=native["megatron_runtime"]["packed_sequence_length"])
 
-    model_dir = bind_model_dir(native_dir, native["model"]["base_model"], ctx.model["snapshot_path"])
+    model_dir = bind_model_dir(native_dir, native["model"]["base_model"], snapshot)
     os.environ.setdefault("HF_HOME", str(ctx.model.get("hf_home") or ""))
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.chdir(native_dir)
@@ -180,7 +194,8 @@ def run(ctx) -> None:
             follower_task = asyncio.create_task(follow(stop))
             try:
                 await trainer.train(handle_signals=False)
-                await asyncio.gather(*list(backend.publication_waits))
+                await asyncio.gather(*list(backend.publication_waits), return_exceptions=True)
+                holder["publication_failures"] = backend.publication_failures
             finally:
                 stop.set()
                 await follower_task
@@ -190,6 +205,9 @@ def run(ctx) -> None:
     autotune = asyncio.run(main())
     profile = PipelineTunerProfileStore.for_model(model).resolve(autotune.profile or autotune.output_name)
     writer.update_manifest(art_autotuner=metrics.autotuner_health(follower.rows, profile, n))
+    failures = holder.get("publication_failures") or {}
+    if failures:
+        raise RuntimeError(publication_failed(failures))
     if sorted(follower.updates) != list(range(1, n + 1)):
         raise RuntimeError(f"ART logged updates {sorted(follower.updates)} with publication, expected 1..{n}"
                            + (f"; rows waiting for publication: {sorted(follower.pending)}" if follower.pending else ""))

@@ -30,6 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from ...topology import CONTROLLER_INTERVAL
+
 TRAIN_KEYS = {
     "step": "training_step",
     "recorded_at": "recorded_at",
@@ -79,6 +81,16 @@ class TrainCallTimes:
             raise MetricRecordError(f"no backend train call was timed for ART step {step}")
         start, end = self.calls[step]
         return {"rank": 0, "update": int(step), "start": start, "end": end}
+
+
+#: What evidence trainer_intervals.parquet holds for ART (manifest `trainer_timing`).
+TRAINER_TIMING = {
+    "source": CONTROLLER_INTERVAL,
+    "why": ("openpipe-art 0.5.23 keeps no per-rank trainer interval on a shared clock: each Megatron rank "
+            "times its step as a local perf_counter duration (art/megatron/train.py:728-751) and only rank 0 "
+            "reports progress (train.py:781-785); the controller sees one backend train call per step, "
+            "recorded as rank 0"),
+}
 
 
 def iter_history(path: Path | str, start: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -102,6 +102,7 @@ def build_skyrl_config(
                 "max_staleness_steps": SKYRL_STALENESS,
                 "num_parallel_generation_workers": workers,
             },
+            "bf16": True,  # BF16 trainer, explicit (SkyRLTrainConfig.trainer.bf16; vLLM: model_dtype below)
             "train_batch_size": batch,
             "policy_mini_batch_size": batch,
             "epochs": 1,

@@ -30,6 +30,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ...topology import CONTROLLER_INTERVAL
+
+#: What evidence trainer_intervals.parquet holds for SkyRL (manifest `trainer_timing`).
+TRAINER_TIMING = {
+    "source": CONTROLLER_INTERVAL,
+    "why": ("skyrl 0.4.0 keeps no per-rank trainer timing: the Megatron policy workers' forward_backward and "
+            "optim_step return metrics without times (skyrl/backends/skyrl_train/workers/megatron/"
+            "megatron_worker.py:1063,1272), and the only step timers run on the controller "
+            "(fully_async_trainer.py:590 timed_phase('run_training'), :883 Timer('train_critic_and_policy')); "
+            "the run_training phase is recorded as rank 0"),
+}
+
 KEYS = {
     "step": "trainer/global_step",
     "trajectories": "generate/batch_num_seq",
@@ -38,6 +50,8 @@ KEYS = {
     "step_time": "timing/step",
 }
 TRAINING_PHASE = "run_training"
+#: The phase after which vLLM serves the step's weights (pause, sync, resume).
+PUBLICATION_PHASE = "sync_weights"
 #: Phases of a step that end before its update counts as complete (publication, eval, saves).
 COMPLETION_PHASES = ("sync_weights", "eval", "save_checkpoints", "save_hf_model")
 

@@ -8,7 +8,7 @@
 import shlex
 
 from rl_pipeline_bench.config import ConfigError, get_suite, safe_name_regex, validate_config
-from rl_pipeline_bench.spec import SPEC_ID_PATTERN, SpecError, build_spec, load_spec
+from rl_pipeline_bench.spec import SPEC_ID_PATTERN, RunSpec, SpecError, build_spec, load_spec
 
 try:
     validate_config(config)
@@ -47,18 +47,18 @@ def attempts_index_input(wildcards):
     return [ATTEMPTS_INDEX] if os.path.exists(ATTEMPTS_INDEX) else []
 
 
-def _check_topology(suite):
+def _check_topology(spec):
     """Refuse, at DAG time, a suite its backends' descriptors cannot run (device, GPUs, model, topology)."""
     from rl_pipeline_bench.topology import preflight as topology_preflight
 
-    for backend in suite["backends"]:
+    for backend in spec.backends:
         try:
-            topology_preflight(config, suite, backend)
+            topology_preflight(spec, backend)
         except ConfigError as exc:
             raise WorkflowError(str(exc))
 
 
-_check_topology(SUITE)
+_check_topology(RunSpec(SPECS[SPEC_ID]))
 
 
 def spec_file(spec_id):
@@ -86,13 +86,13 @@ def model_record(wildcards):
 
 
 def spec_runs(spec_id):
-    """Every (backend, workload, trial) of a spec, as run directories."""
-    s = SPECS[spec_id]["settings"]
+    """Every (backend, workload, trial) of a spec, as run directories (trials as this config asks)."""
+    spec = RunSpec(SPECS[spec_id])
     return [
         f"results/runs/{spec_id}/{b}/{w}/trial{t}"
-        for b in s["backends"]
-        for w in s["workloads"]
-        for t in range(1, s["trials"] + 1)
+        for b in spec.backends
+        for w in spec.workloads
+        for t in range(1, spec.trials + 1)
     ]
 
 

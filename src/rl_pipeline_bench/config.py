@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .contract_settings import ContractSettings
 from .paths import CONFIG_PATH, SCHEMA_PATH
 
 WORKLOADS = ("multi_turn", "long_generation", "tool_history", "multi_turn_salted")
@@ -148,9 +149,10 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
         for w in suite["workloads"]:
             if w not in config["workloads"]:
                 problems.append(f"config key '{key}/workloads': workload '{w}' has no distribution under 'workloads'")
-        c = suite["contract"]
-        if c["headline_updates"] > c["measured_updates"]:
-            problems.append(f"config key '{key}/contract/headline_updates': {c['headline_updates']} exceeds measured_updates {c['measured_updates']}")
+        try:
+            ContractSettings.with_defaults(suite.get("contract"))
+        except ValueError as exc:
+            problems.append(f"config key '{key}/contract': {exc}")
         if suite["device"] == "cpu" and suite["gpus"] != 0:
             problems.append(f"config key '{key}/gpus': a cpu suite takes no GPUs (got {suite['gpus']})")
         if suite["device"] == "cuda" and suite["gpus"] < 1:
@@ -221,8 +223,8 @@ class Suite:
     settings: dict[str, Any]
 
     @property
-    def contract(self) -> dict[str, int]:
-        return dict(self.settings["contract"])
+    def contract(self) -> ContractSettings:
+        return ContractSettings.with_defaults(self.settings.get("contract"))
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]

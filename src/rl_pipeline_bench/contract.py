@@ -13,7 +13,6 @@ rates can be computed, marked `valid: false`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import reconcile
+from .contract_settings import ContractSettings
 from .evidence import Evidence, atomic_write_json, read_evidence
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
@@ -82,48 +82,6 @@ def reason_codes() -> dict[str, str]:
     for backend in registered():
         codes.update(backend.reason_codes)
     return codes
-
-
-@dataclass(frozen=True)
-class ContractSettings:
-    """How many updates warm up, are measured, and form the headline (the last ones)."""
-
-    warmup_updates: int = 5
-    measured_updates: int = 15
-    headline_updates: int = 5
-
-    def __post_init__(self) -> None:
-        for name in ("warmup_updates", "measured_updates", "headline_updates"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"contract setting {name} must be an integer >= 1, got {v!r}")
-        if self.headline_updates > self.measured_updates:
-            raise ValueError(
-                f"contract setting headline_updates ({self.headline_updates}) exceeds measured_updates ({self.measured_updates})"
-            )
-
-    @property
-    def total_updates(self) -> int:
-        return self.warmup_updates + self.measured_updates
-
-    @property
-    def headline_first(self) -> int:
-        return self.total_updates - self.headline_updates + 1
-
-    @property
-    def measured_first(self) -> int:
-        return self.warmup_updates + 1
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> "ContractSettings":
-        """Settings from a suite's or manifest's contract dict (extra keys ignored)."""
-        missing = [k for k in ("warmup_updates", "measured_updates", "headline_updates") if k not in mapping]
-        if missing:
-            raise ValueError(f"contract lacks {', '.join(missing)}")
-        return cls(mapping["warmup_updates"], mapping["measured_updates"], mapping["headline_updates"])
-
-    def as_dict(self) -> dict[str, int]:
-        return {**asdict(self), "total_updates": self.total_updates}
 
 
 # ---------------------------------------------------------------------------
@@ -363,7 +321,7 @@ def _check_accepted(updates: pd.DataFrame, offered: int | None, reasons: list[st
 
 def _trainer_headline(intervals: pd.DataFrame, settings: ContractSettings, tokens: int | None,
                       expected: list[int] | None, intervals_readable: bool, reasons: list[str]) -> dict:
-    first, last = settings.headline_first, settings.total_updates
+    first, last = settings.trainer_window
     start = intervals["start"].to_numpy(dtype="float64")
     end = intervals["end"].to_numpy(dtype="float64")
     bad = intervals[~(np.isfinite(start) & np.isfinite(end)) | (end < start)]
@@ -500,9 +458,8 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
         reconcile.check_intervals(updates, ev.intervals, reasons)
 
     completions = _single_completions(updates)
-    n = settings.total_updates
-    headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
-    measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
+    headline = _e2e_window(updates, completions, *settings.headline_window, "headline", reasons)
+    measured = _e2e_window(updates, completions, *settings.measured_window, "measured", reasons)
     trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
     warnings: list[str] = []
     rollout = rollout_activity(ev.calls if calls_ok else ev.calls.iloc[0:0], headline, measured, warnings)

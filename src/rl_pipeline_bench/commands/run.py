@@ -75,7 +75,7 @@ def run_targets(spec) -> list[dict]:
     return [
         {"suite": spec.suite_name, "spec": spec.id, "backend": b, "workload": w, "trial": t,
          "target": f"results/runs/{spec.id}/{b}/{w}/trial{t}/run.json"}
-        for b in s["backends"] for w in s["workloads"] for t in range(1, s["trials"] + 1)
+        for b in s["backends"] for w in s["workloads"] for t in range(1, spec.trials + 1)
     ]
 
 
@@ -89,13 +89,11 @@ def cmd_plan(args) -> int:
         print(json.dumps({"suite": spec.suite_name, "spec": spec.doc, "runs": runs, "probes": probes}, indent=2))
         return 0
     s = spec.settings
-    c = spec.contract
     print(f"suite {spec.suite_name}, spec {spec.id}: {(spec.doc['about'].get('description') or '').strip()}")
     print(f"  backends={','.join(s['backends'])} runtime={s['runtime']} device={s['device']} gpus={s['gpus']} "
-          f"trials={s['trials']} model={s['model']['name']}")
+          f"trials={spec.trials} model={s['model']['name']}")
     print("  scale: " + ", ".join(f"{w}={v:g}" for w, v in s["workload_scale"].items()))
-    print(f"  contract: {c['warmup_updates']} warmup + {c['measured_updates']} measured updates, "
-          f"headline = last {c['headline_updates']}; {c['extra_offered_updates']} more updates offered, never trained")
+    print(f"  contract: {spec.contract.describe()}; {spec.extra_offered_updates} more updates offered, never trained")
     print(f"  spec file: results/specs/{spec.id}.json")
     for r in runs:
         print(f"  {r['backend']:<10} {r['workload']:<18} trial{r['trial']}  -> {r['target']}")

@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
     from ..config import ConfigError, get_suite, load_config
+    from ..spec import build_spec, check_spec
     from ..topology import preflight as topology_preflight
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(Path(ROOT) / "config.yaml", {"hf_cache": str(args.cache)})
         suite = get_suite(config, args.suite)
         needs_hub = config["models"][suite["model"]]["source"] == "hub"  # a local model brings its own hub/
-        topology_preflight(config, suite, args.backend)
+        topology_preflight(check_spec(build_spec(config, suite.name)), args.backend)
         if args.skyrl_cuda_compat:
             env = skyrl_compat_env(env)
     except (ConfigError, RuntimeError, OSError) as exc:

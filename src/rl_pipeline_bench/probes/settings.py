@@ -3,7 +3,7 @@
 `merged_probe_settings` is what the config says (schema-shaped); `probe_settings` adds
 what follows from the suite: NCCL on a CUDA suite (one rank per GPU unless `world_size`
 says otherwise), gloo with two ranks on a CPU suite, the checkpoint probe loading onto
-the suite's device with the reference LoRA shape.
+the suite's device (its LoRA shape is its own setting, `probes.checkpoint.lora_rank/lora_alpha`).
 
 In the run spec (rl_pipeline_bench.spec, docs/run-spec.md) the resolved settings are
 split: what changes a probe's work (sizes, iterations, ranks, the sampler's interval) is
@@ -21,8 +21,6 @@ SECTIONS = ("telemetry", "allreduce", "storage", "checkpoint")
 #: Keys that place a probe or bound its time without changing what it measures: not hashed.
 PLACEMENT = {"telemetry": (), "allreduce": ("timeout_s",), "storage": ("directory", "timeout_s"),
              "checkpoint": ("directory",)}
-#: Keys `probe_settings` derives from the suite; they are not config keys.
-DERIVED = {"telemetry": (), "allreduce": ("backend",), "storage": (), "checkpoint": ("device", "lora_rank", "lora_alpha")}
 
 
 def merged_probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -41,14 +39,7 @@ def probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> di
     ar["backend"] = "nccl" if cuda else "gloo"
     if ar["world_size"] is None:
         ar["world_size"] = int(suite_settings["gpus"]) if cuda else 2
-    lora = config.get("reference") or {}
-    missing = [k for k in ("lora_rank", "lora_alpha") if k not in lora]
-    if missing:  # the checkpoint probe's adapter has the reference backend's LoRA shape
-        from ..config import ConfigError
-
-        raise ConfigError(f"config key 'reference': lacks {', '.join(missing)} (the checkpoint probe's LoRA adapter)")
-    merged["checkpoint"].update(device="cuda" if cuda else "cpu", lora_rank=lora["lora_rank"],
-                                lora_alpha=lora["lora_alpha"])
+    merged["checkpoint"]["device"] = "cuda" if cuda else "cpu"
     return merged
 
 
@@ -62,11 +53,6 @@ def split_for_spec(resolved: dict[str, dict[str, Any]]) -> tuple[dict, dict]:
 def join_from_spec(hashed: dict[str, dict[str, Any]], placement: dict[str, dict[str, Any]]) -> dict[str, dict]:
     """The resolved probe settings back from a spec's two halves."""
     return {s: {**copy.deepcopy(hashed[s]), **copy.deepcopy(placement.get(s) or {})} for s in SECTIONS}
-
-
-def config_section(resolved: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Resolved settings as a config's `probes:` section (the derived keys dropped)."""
-    return {s: {k: copy.deepcopy(v) for k, v in resolved[s].items() if k not in DERIVED[s]} for s in SECTIONS}
 
 
 #: The probes that write one record per spec (rules/probes.smk), in report order.

@@ -1,4 +1,4 @@
-"""ART native configuration built from a suite: pure data, no ART import needed.
+"""ART native configuration built from a run spec: pure data, no ART import needed.
 
 `build_art_config` returns the keyword arguments of ART's own objects, as
 `openpipe-art` 0.5.23 names them (read from that release's source):
@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...config import Suite
+from ...spec import RunSpec
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
@@ -52,21 +52,15 @@ INFERENCE_LAYOUT = {
 
 
 def build_art_config(
-    config: dict[str, Any],
-    suite: Suite,
+    spec: RunSpec,
     *,
-    n_updates: int | None = None,
     run_name: str = "rl-bench",
     project: str = "rl-pipeline-bench",
     art_path: str | Path | None = None,
 ) -> dict[str, Any]:
-    """ART's native settings for this suite (see the module docstring for the keys).
-
-    n_updates: the contract's N (warmup + measured).
-    """
-    model = config["models"][suite["model"]]
-    contract = suite.contract
-    n = int(n_updates if n_updates is not None else contract["warmup_updates"] + contract["measured_updates"])
+    """ART's native settings for this run spec (see the module docstring for the keys); it trains N steps."""
+    model = spec.model
+    n = spec.contract.total_updates
     trainer_ids = list(range(ART_TOPOLOGY.train_gpus))
     inference_ids = list(range(ART_TOPOLOGY.train_gpus, ART_TOPOLOGY.train_gpus + ART_TOPOLOGY.inference_gpus))
     topo = ART_TOPOLOGY
@@ -79,7 +73,7 @@ def build_art_config(
             # Canonical ID for ART's model-support registry; lookups bind to the snapshot
             # through the run-local model directory (see driver.bind_model_dir).
             "base_model": model["repo_id"],
-            "lora_config": {"rank": lora_rank(suite), "alpha": LORA_ALPHA},
+            "lora_config": {"rank": lora_rank(spec), "alpha": LORA_ALPHA},
         },
         "internal_config": {
             "init_args": {"max_seq_length": MAX_SEQ_LENGTH},
@@ -108,7 +102,7 @@ def build_art_config(
         },
         "contract": {
             "topology": topo.label(),
-            "lora_rank": lora_rank(suite),
+            "lora_rank": lora_rank(spec),
             "lora_alpha": LORA_ALPHA,
             "mean_policy_age_limit": ART_MAX_POLICY_AGE,
             "packed_sequence_length": ART_PACKED_SEQUENCE_LENGTH,

@@ -222,10 +222,6 @@ class Suite:
     name: str
     settings: dict[str, Any]
 
-    @property
-    def contract(self) -> ContractSettings:
-        return ContractSettings.with_defaults(self.settings.get("contract"))
-
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
 

@@ -166,7 +166,7 @@ def _suite_settings(spec) -> dict | None:
     about = spec.doc.get("about") or {}
     return {
         "description": about.get("description"), "backends": s["backends"], "workloads": s["workloads"],
-        "trials": s["trials"], "scale": s["scale"], "model": s["model"]["name"], "runtime": s["runtime"],
+        "trials": spec.trials, "scale": s["scale"], "model": s["model"]["name"], "runtime": s["runtime"],
         "device": s["device"], "gpus": s["gpus"], "gpu_sets": about.get("gpu_sets") or [],
         "contract": s["contract"],
     }

@@ -357,7 +357,7 @@ def _main(argv: list[str] | None = None) -> int:
     setup.add_argument("--backend", required=True)
     setup.add_argument("--prefix", required=True)
     setup.add_argument("--started-at")
-    setup.add_argument("--fact", action="append", default=[], metavar="NAME=VALUE", help="e.g. art_commit=..., uv=...")
+    setup.add_argument("--fact", action="append", default=[], metavar="NAME=VALUE", help="a fact of the setup, e.g. uv=... or a framework commit (repeatable)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "show":

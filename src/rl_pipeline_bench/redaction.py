@@ -4,9 +4,9 @@ Two lines of defence, because a list of secret-looking names misses real secrets
 (database passwords as PGPASSWORD, personal access tokens, webhook URLs under
 innocent names, DSNs, connection strings):
 
-1. The environment is recorded by allow-list (`RUN_ENV_PREFIXES`, `RUN_ENV_NAMES`):
-   only variables that shape a run (CUDA, NCCL, Hugging Face, torch, threading, this
-   project's RL_BENCH_*, the frameworks' own knobs). Anything else is never written,
+1. The environment is recorded by allow-list (`RUN_ENV_PREFIXES`, `RUN_ENV_NAMES`, and
+   each registered backend's `env_prefixes`): only variables that shape a run (CUDA, NCCL,
+   Hugging Face, torch, threading, this project's RL_BENCH_*, the frameworks' own knobs). Anything else is never written,
    whatever its name or value.
 2. Every value and every piece of free text that is written (allow-listed values,
    commands, log records, error messages) is scrubbed: the values of secret-named
@@ -17,18 +17,20 @@ innocent names, DSNs, connection strings):
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
 
 REDACTED = "<redacted>"
 
-#: Prefixes of the variables that shape a run and are recorded in manifests.
+#: Prefixes of the variables that shape any run and are recorded in manifests; a backend
+#: adds its framework's own on its descriptor (`Backend.env_prefixes`, see run_env_prefixes).
 RUN_ENV_PREFIXES = (
     "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "NVSHMEM_", "GLOO_", "TORCH", "PYTORCH_",
     "HF_", "TRANSFORMERS_", "TOKENIZERS_", "SAFETENSORS_",
     "OMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "KMP_",
-    "RL_BENCH_", "VLLM_", "ART_", "SKYRL_", "MEGATRON_", "SLURM_", "MUJOCO_",
+    "RL_BENCH_", "SLURM_", "MUJOCO_",
 )
 #: Single variables that shape a run (distributed launch, hashing, library search).
 RUN_ENV_NAMES = frozenset({
@@ -87,8 +89,16 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+@functools.lru_cache(maxsize=1)
+def run_env_prefixes() -> tuple[str, ...]:
+    """The common prefixes plus every registered backend's own (its descriptor is their one home)."""
+    from .backends import registered
+
+    return RUN_ENV_PREFIXES + tuple(p for b in registered() for p in b.env_prefixes)
+
+
 def is_run_variable(name: str) -> bool:
-    return name in RUN_ENV_NAMES or name.startswith(RUN_ENV_PREFIXES)
+    return name in RUN_ENV_NAMES or name.startswith(run_env_prefixes())
 
 
 def redact_value(value: str) -> str:

@@ -23,6 +23,19 @@ def _single_rank(spec: Any) -> list[int]:
 
 
 @dataclass(frozen=True)
+class HostHook:
+    """A change to a run's environment that only some hosts need, applied when asked for by name
+    (e.g. `bench k8s qualify --host-hook NAME`); never applied by default.
+
+    summary: one line for `--help` and errors.
+    apply: env -> the new env (a new dict); raises RuntimeError when this host cannot have it.
+    """
+
+    summary: str
+    apply: Callable[[dict[str, str]], dict[str, str]]
+
+
+@dataclass(frozen=True)
 class Backend:
     """A backend's self-description; `run(ctx)` is its only entry point.
 
@@ -47,6 +60,9 @@ class Backend:
         (the contract then reconciles calls with updates per update; otherwise over the run).
     reason_codes: {code: meaning} of the reasons its evidence checks produce.
     packages: distributions whose versions its run manifests record (beside the common ones).
+    env_prefixes: prefixes of the environment variables that shape its runs (its framework's own
+        knobs); manifests record them beside the common ones (rl_pipeline_bench.redaction).
+    host_hooks: {name: HostHook} environment changes some hosts need for its runs (opt-in by name).
     suite_schema: JSON-schema properties it adds to every suite (its own suite keys).
     config_schema: JSON schema of its top-level config section `<name>:` (required when given).
     variant: spec -> extra label parts a report shows (e.g. a batch variant).
@@ -74,6 +90,8 @@ class Backend:
     trains_plan_updates: bool = True
     reason_codes: Mapping[str, str] = field(default_factory=dict)
     packages: tuple[str, ...] = ()
+    env_prefixes: tuple[str, ...] = ()
+    host_hooks: Mapping[str, HostHook] = field(default_factory=dict)
     suite_schema: Mapping[str, Any] = field(default_factory=dict)
     config_schema: Mapping[str, Any] | None = None
     variant: Callable[[Any], list[str]] | None = None

@@ -21,7 +21,9 @@ from . import flops, reference_data
 
 
 def _dtype(manifest: dict) -> str | None:
-    for section in ("reference", "framework"):
+    """The trained dtype a run recorded: in its backend's own manifest section (named after the
+    backend, as the embedded backend writes it) or in the framework section a driver writes."""
+    for section in (str(manifest.get("backend") or ""), "framework"):
         value = (manifest.get(section) or {}).get("dtype")
         if value:
             return str(value)

@@ -41,4 +41,5 @@ BACKEND = framework_backend(
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("openpipe-art", "vllm", "megatron-core"),
+    env_prefixes=("ART_", "VLLM_", "MEGATRON_"),
 )

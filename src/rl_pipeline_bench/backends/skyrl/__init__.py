@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..descriptor import framework_backend
 from .contract import STALENESS, SUITE_SCHEMA, TOPOLOGY, batch_problems, variant
+from .host import HOST_HOOKS
 
 
 def run(ctx) -> None:
@@ -40,6 +41,8 @@ BACKEND = framework_backend(
     staleness_limit=lambda spec: STALENESS,
     suite_checks=(batch_problems,),
     packages=("skyrl", "skyrl-train", "vllm", "megatron-core"),
+    env_prefixes=("SKYRL_", "VLLM_", "MEGATRON_"),
+    host_hooks=HOST_HOOKS,
     suite_schema=SUITE_SCHEMA,
     variant=variant,
 )

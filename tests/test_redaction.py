@@ -143,3 +143,14 @@ def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
     text = (tmp_path / "eval.log").read_text()
     assert "pulling with <redacted>" in text and MARK not in text
     assert stat.S_IMODE((tmp_path / "eval.log").stat().st_mode) == 0o600
+
+
+def test_framework_variables_are_recorded_because_their_backend_declares_them():
+    """A framework's own prefixes come from its descriptor (Backend.env_prefixes), not a list here."""
+    from rl_pipeline_bench import backends
+    from rl_pipeline_bench.redaction import RUN_ENV_PREFIXES
+
+    declared = {p for b in backends.registered() for p in b.env_prefixes}
+    assert {"ART_", "SKYRL_", "VLLM_"} <= declared and not declared & set(RUN_ENV_PREFIXES)
+    rec = recorded_env({"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y", "NOBACKEND_SETTING": "z"})
+    assert rec == {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y"}

@@ -21,6 +21,7 @@ from rl_pipeline_bench.config import get_suite, load_config
 from rl_pipeline_bench.contract import summarize
 from rl_pipeline_bench.evidence import EvidenceWriter, new_run_id, read_evidence
 from rl_pipeline_bench.reference_model import build_reference_snapshot
+from rl_pipeline_bench.spec import build_spec, check_spec
 from rl_pipeline_bench.runner import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,17 +40,19 @@ def tokenizer(model_record):
 
 def make_ctx(tmp_path, record, workload="multi_turn", n_updates=3, config=None, extra=0):
     """A RunContext training n_updates; the plan offers `extra` more updates after them."""
-    config = config or load_config()
+    config = copy.deepcopy(config or load_config())
+    config["suites"]["smoke"]["contract"] = {"warmup_updates": 1, "measured_updates": n_updates - 1,
+                                             "headline_updates": 1, "extra_offered_updates": extra}
+    run_spec = check_spec(build_spec(config, "smoke"))
     suite = get_suite(config, "smoke")
     spec = wl.load_workload(config, workload, suite["scale"])
-    plan = wl.offered_plan(spec, config["seed"], n_updates + extra)
-    contract = {"warmup_updates": 1, "measured_updates": n_updates - 1, "headline_updates": 1,
-                "trainer_ranks": reference.trainer_ranks(suite),
+    plan = wl.offered_plan(spec, config["seed"], run_spec.offered_updates)
+    contract = {**run_spec.settings["contract"], "trainer_ranks": reference.trainer_ranks(run_spec),
                 "offered_trajectories_per_update": spec.trajectories_per_update}
     manifest = {"backend": "reference", "workload": workload, "suite": suite.name, "trial": 1, "contract": contract,
                 "model": {k: record.get(k) for k in ("model", "repo_id", "revision")}}
     writer = EvidenceWriter(tmp_path / "evidence", new_run_id(suite.name, "reference", workload, 1), manifest)
-    return RunContext(config, suite, "reference", workload, spec, 1, plan, record, "cpu", writer, contract)
+    return RunContext(run_spec, "reference", workload, spec, 1, plan, record, writer, contract)
 
 
 def test_generate_forced_honours_every_length_exactly(model_record, tokenizer):
@@ -145,7 +148,7 @@ def test_short_run_writes_evidence_v1(model_record, tmp_path):
     per_update = calls.groupby("update")["completion_tokens"].sum()
     assert up.set_index("update")["assistant_tokens"].to_dict() == per_update.to_dict()
     # a call of update u ran on a policy no older than the staleness limit allows
-    age_limit = ctx.config["reference"]["max_policy_age"]
+    age_limit = ctx.run_spec.backend_settings("reference")["max_policy_age"]
     assert (calls["policy_version"] <= calls["update"] - 1).all()
     assert (calls["policy_version"] >= calls["update"] - 1 - age_limit).all()
     assert ((up["mean_policy_age"] >= 0) & (up["mean_policy_age"] <= age_limit)).all()

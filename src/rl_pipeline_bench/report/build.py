@@ -255,7 +255,8 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "evidence_until": data.evidence_until,
         "workloads": workloads,
         "workload_desc": {w: workload_desc.get(w) for w in workloads},
-        "spec": spec.doc if spec is not None else None,
+        # the trial count is not part of the spec's identity: show the trials this report holds
+        "spec": {**spec.doc, "trials": max((r.key[2] for r in runs), default=spec.trials)} if spec else None,
         "backends": backends,
         "contract": contract_context(runs, suite_settings),
         "headline": _records(tabs["headline"]),

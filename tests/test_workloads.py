@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from rl_pipeline_bench.config import ConfigError, load_config
+from rl_pipeline_bench.contract_settings import ContractSettings
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.spec import build_spec, check_spec, write_spec
 from rl_pipeline_bench.workloads import (
@@ -207,8 +208,7 @@ def test_write_read_roundtrip_is_atomic_and_exact(tmp_path, config):
 
 def test_suite_plan_uses_suite_scale_and_contract(config):
     spec, plan, meta = suite_plan(config, "long_generation", suite="smoke")
-    c = config["suites"]["smoke"]["contract"]
-    trained = c["warmup_updates"] + c["measured_updates"]
+    trained = ContractSettings.with_defaults(config["suites"]["smoke"].get("contract")).total_updates
     assert plan["update"].max() == trained + config["reference"]["max_policy_age"] == meta["n_updates"]
     assert spec.scale == config["suites"]["smoke"]["scale"]
     assert len(plan) == plan["update"].max() * spec.calls_per_update
@@ -221,7 +221,7 @@ def test_suite_plan_uses_suite_scale_and_contract(config):
 def test_extra_offered_updates_and_workload_scale_come_from_the_suite(config):
     cfg = {**config, "suites": {**config["suites"], "smoke": {
         **config["suites"]["smoke"], "workload_scale": {"tool_history": 0.05},
-        "contract": {**config["suites"]["smoke"]["contract"], "extra_offered_updates": 1}}}}
+        "contract": {"extra_offered_updates": 1}}}}
     ws, plan, meta = suite_plan(cfg, "tool_history", suite="smoke")
     assert ws.scale == 0.05 and meta["n_updates"] == 21 and meta["extra_offered_updates"] == 1
     assert suite_plan(cfg, "multi_turn", suite="smoke")[0].scale == 0.02

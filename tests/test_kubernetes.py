@@ -126,6 +126,16 @@ def test_bad_input_is_refused_naming_the_flag(source_json, tmp_path, change, wor
     assert all(w in str(err.value) for w in words), str(err.value)
 
 
+def test_a_saved_request_round_trips_and_an_older_layout_still_loads(source_json, tmp_path):
+    from rl_pipeline_bench.k8s.request import QualifyRequest
+
+    req = build_request(_args(source_json, tmp_path / "out", backend="skyrl", host_hook=["cuda-compat"]))
+    saved = json.loads(json.dumps(req.to_dict()))
+    assert QualifyRequest.from_dict(saved) == req
+    older = {k: v for k, v in saved.items() if k != "host_hooks"} | {"skyrl_cuda_compat": True}
+    assert QualifyRequest.from_dict(older).host_hooks == ()
+
+
 def test_existing_output_and_incomplete_source_record_are_refused_by_the_script(source_json, tmp_path):
     out = tmp_path / "used"
     out.mkdir()

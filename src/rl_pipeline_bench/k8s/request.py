@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -137,7 +137,9 @@ class QualifyRequest:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> QualifyRequest:
-        d = dict(d)
+        # Keys of an older record layout (a flag since replaced by host_hooks) are left out:
+        # a saved request is only read to observe its pod again, never to create one.
+        d = {k: v for k, v in d.items() if k in {f.name for f in fields(cls)}}
         d["image"] = ImageRef(d["image"]["repository"], d["image"]["digest"])
         d["workloads"] = tuple(d["workloads"])
         d["host_hooks"] = tuple(d.get("host_hooks") or ())

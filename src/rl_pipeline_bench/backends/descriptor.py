@@ -25,7 +25,7 @@ def _single_rank(spec: Any) -> list[int]:
 @dataclass(frozen=True)
 class HostHook:
     """A change to a run's environment that only some hosts need, applied when asked for by name
-    (e.g. `bench k8s qualify --host-hook NAME`); never applied by default.
+    (e.g. `scripts/qualify_kubernetes.py --host-hook NAME`); never applied by default.
 
     summary: one line for `--help` and errors.
     apply: env -> the new env (a new dict); raises RuntimeError when this host cannot have it.

@@ -27,23 +27,11 @@ include: "rules/tracking.smk"
 
 # Light rules run where Snakemake runs, also under a cluster executor
 # (--profile profiles/slurm or profiles/kubernetes): only benchmark runs, evaluation
-# runs and the infrastructure probes (the rules with a `gpu` resource or that measure
-# the machine they run on) go to the cluster.
+# runs and the infrastructure probes (the rules with a `gpu` or `bench_slot` resource:
+# they need GPUs or measure the machine they run on) go to the cluster. Each rules/*.smk
+# names its light rules in its own `localrules:` next to them; tests/test_localrules.py
+# checks that exactly the rules without those resources are local.
 localrules:
-    image_build,
-    model_identity,
-    recipe_hash,
-    source_hash,
-    run_spec,
-    workload_plan,
-    summarize_run,
-    model_flops,
-    probes,
-    render_report,
-    eval_spec,
-    eval_summary,
-    eval_all,
-    mlflow_export,
     all,
 
 

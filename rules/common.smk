@@ -7,7 +7,8 @@
 
 import shlex
 
-from rl_pipeline_bench.config import ConfigError, get_suite, safe_name_regex, validate_config
+from rl_pipeline_bench.config import validate_config
+from rl_pipeline_bench.configfile import ConfigError, get_suite, safe_name_regex
 from rl_pipeline_bench.spec import SPEC_ID_PATTERN, RunSpec, SpecError, build_spec, load_spec
 
 try:

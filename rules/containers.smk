@@ -9,6 +9,11 @@
 from pathlib import Path as _CtrPath
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    image_build,
+
+
 rule image_build:
     input:
         recipe="results/provenance/recipes/{backend}.json",

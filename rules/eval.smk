@@ -11,6 +11,13 @@ wildcard_constraints:
     run=r"\d+",
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    eval_spec,
+    eval_summary,
+    eval_all,
+
+
 rule eval_spec:
     output:
         "results/eval/{esuite}-{ehash}/spec.json",

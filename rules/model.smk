@@ -11,6 +11,11 @@
 from rl_pipeline_bench.snapshots import model_rule_params as _model_params
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    model_identity,
+
+
 rule model_identity:
     input:
         lambda wc: _model_params(config, wc.model)["inputs"],

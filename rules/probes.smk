@@ -11,6 +11,12 @@
 # slot, so they never overlap a benchmark run.
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    model_flops,
+    probes,
+
+
 rule model_flops:
     input:
         model=ancient("results/models/{model}.json"),

@@ -20,6 +20,12 @@ _PROV_ROOT = _ProvPath(workflow.basedir).resolve()
 BACKEND_PATTERN = "|".join(_backend_names(_PROV_ROOT))
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    recipe_hash,
+    source_hash,
+
+
 rule recipe_hash:
     input:
         lambda wc: [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.recipe_files(wc.backend, _PROV_ROOT)],

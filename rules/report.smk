@@ -1,6 +1,13 @@
 # The comparison report: a pure function of the spec, summaries, plans and retained evidence.
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    render_report,
+    paper_sources,
+    render_paper,
+
+
 rule render_report:
     input:
         spec=spec_file(SPEC_ID),

@@ -11,6 +11,11 @@
 # is no job's output: Snakemake never deletes it, and the report depends on it.
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    summarize_run,
+
+
 rule run_benchmark:
     input:
         unpack(run_inputs),

@@ -8,6 +8,11 @@
 import json as _spec_json
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    run_spec,
+
+
 rule run_spec:
     output:
         "results/specs/{spec}.json",

@@ -3,6 +3,11 @@
 # under results/mlflow/; --config mlflow_uri=http://HOST:PORT for a server.
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    mlflow_export,
+
+
 rule mlflow_export:
     input:
         summaries=spec_summaries(SPEC_ID),

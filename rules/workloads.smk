@@ -4,6 +4,11 @@
 # distributions, scale, seed and the updates offered (trained + extra).
 
 
+# Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
+localrules:
+    workload_plan,
+
+
 rule workload_plan:
     input:
         spec=ancient(rules.run_spec.output[0]),

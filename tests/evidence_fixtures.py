@@ -23,8 +23,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from rl_pipeline_bench.contract import ContractSettings
-from rl_pipeline_bench.evidence import EvidenceWriter, new_run_id
+from rl_pipeline_bench.contract.settings import ContractSettings
+from rl_pipeline_bench.evidence import EvidenceWriter
+from rl_pipeline_bench.timestamps import new_run_id
 
 _UNSET: Any = object()
 

@@ -16,19 +16,16 @@ import pytest
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench import cli
-from rl_pipeline_bench.contract import (
-    CONTRACT_RULES,
-    WARNING_CODES,
-    ContractSettings,
-    interval_union_length,
-    summarize,
-    summarize_to_file,
-)
-from rl_pipeline_bench.contract import reason_codes as all_reason_codes
+from rl_pipeline_bench.contract.intervals import interval_union_length
+from rl_pipeline_bench.contract.reasons import WARNING_CODES
+from rl_pipeline_bench.contract.reasons import reason_codes as all_reason_codes
+from rl_pipeline_bench.contract.settings import ContractSettings
+from rl_pipeline_bench.contract.summary import CONTRACT_RULES, summarize, summarize_to_file
 
 #: The contract's codes plus the registered backends' own (ART's autotuner check).
 REASON_CODES = all_reason_codes()
-from rl_pipeline_bench.evidence import CALLS, INTERVALS, MANIFEST, UPDATES, atomic_write_table
+from rl_pipeline_bench.atomicfile import atomic_write_table
+from rl_pipeline_bench.evidence import CALLS, INTERVALS, MANIFEST, UPDATES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -339,7 +336,7 @@ def test_healthy_art_autotuner_is_not_a_reason(tmp_path):
     assert summarize(d)["valid"], summarize(d)["reasons"]
 
 
-# --- the files reconciled with each other (rl_pipeline_bench.reconcile) ---------
+# --- the files reconciled with each other (rl_pipeline_bench.contract.reconcile) ---------
 
 
 def _case_manifest_identity(tmp):

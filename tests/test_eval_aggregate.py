@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from rl_pipeline_bench.config import ConfigError, load_config
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import aggregate, protocol, spec as eval_spec, tables
 from rl_pipeline_bench.eval.benchmarks import paper_reference, task_limits
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rl_pipeline_bench.evidence_parts import PARTS_DIR, EvidenceWriteError
+from rl_pipeline_bench.atomicfile import atomic_write_table
 from rl_pipeline_bench.evidence import (
     CALLS,
     CALLS_SCHEMA,
@@ -23,11 +23,11 @@ from rl_pipeline_bench.evidence import (
     RUN_LOG,
     UPDATES,
     UPDATES_SCHEMA,
-    atomic_write_table,
     EvidenceWriter,
-    new_run_id,
     read_evidence,
 )
+from rl_pipeline_bench.evidence_parts import PARTS_DIR, EvidenceWriteError
+from rl_pipeline_bench.timestamps import new_run_id
 
 HOST = {"hostname": "test-host"}  # given explicitly so the writer does not probe the machine
 
@@ -222,12 +222,12 @@ def test_manifest_and_log_are_owner_only(tmp_path):
 
 
 def test_each_log_record_is_redacted_once(tmp_path, monkeypatch, caplog):
-    from rl_pipeline_bench import evidence
+    from rl_pipeline_bench import private_log
 
     w = EvidenceWriter(tmp_path, "run-once", {"host": HOST})
     calls = []
-    real = evidence.redact_text
-    monkeypatch.setattr(evidence, "redact_text", lambda text, *a, **k: calls.append(text) or real(text, *a, **k))
+    real = private_log.redact_text
+    monkeypatch.setattr(private_log, "redact_text", lambda text, *a, **k: calls.append(text) or real(text, *a, **k))
     with caplog.at_level(logging.INFO):
         w.logger.info("update %d done", 3)
         try:
@@ -393,7 +393,7 @@ def test_hand_offs_that_queue_up_behind_a_slow_write_land_as_one_part(tmp_path, 
 
 
 def test_atomic_write_without_replace_keeps_an_existing_file(tmp_path):
-    from rl_pipeline_bench.evidence import atomic_write_json
+    from rl_pipeline_bench.atomicfile import atomic_write_json
 
     target = tmp_path / "run.json"
     atomic_write_json(target, {"run_id": "first"}, replace=False)

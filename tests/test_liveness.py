@@ -9,7 +9,7 @@ import sys
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.attempts import append_event, read_attempts, started_fields
-from rl_pipeline_bench.contract import summarize
+from rl_pipeline_bench.contract.summary import summarize
 from rl_pipeline_bench.liveness import ALIVE, ENDED, UNKNOWN, process_identity, process_state
 from rl_pipeline_bench.report.tables import attempts_table
 

@@ -27,11 +27,12 @@ if importlib.util.find_spec("mlflow") is None:  # CI installs the extra: there a
     pytest.skip("MLflow is the `mlflow` extra (`uv sync --extra mlflow`); .ci/run installs it", allow_module_level=True)
 
 from rl_pipeline_bench.cli import main  # noqa: E402
-from rl_pipeline_bench.config import ConfigError, load_config  # noqa: E402
+from rl_pipeline_bench.config import load_config  # noqa: E402
+from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
 from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
 from rl_pipeline_bench.eval.summary import summarize_runs  # noqa: E402
-from rl_pipeline_bench.evidence import atomic_write_json  # noqa: E402
+from rl_pipeline_bench.atomicfile import atomic_write_json  # noqa: E402
 
 
 def _free_port() -> int:
@@ -107,7 +108,7 @@ def _eval_summary(tmp: Path) -> Path:
 def _benchmark_summary(tmp: Path) -> Path:
     from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
 
-    from rl_pipeline_bench.contract import summarize_to_file
+    from rl_pipeline_bench.contract.summary import summarize_to_file
     from rl_pipeline_bench.spec import build_spec
 
     spec = build_spec(load_config(), "smoke")  # the run's spec, as `bench run` records it in the manifest

@@ -25,7 +25,7 @@ from test_report import BACKENDS, UPDATES, WORKLOADS, _manifest, _plans, _spec  
 from workflow_copy import scheduled_jobs, snakemake  # noqa: E402
 
 from rl_pipeline_bench.attempts import seed_index  # noqa: E402
-from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
+from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report.build import collect_report, fmt_num  # noqa: E402
 from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources  # noqa: E402
 from rl_pipeline_bench.spec import write_spec  # noqa: E402

@@ -128,7 +128,7 @@ def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
     import stat
 
     from rl_pipeline_bench.eval.episodes import write_manifest
-    from rl_pipeline_bench.evidence import private_log_handler
+    from rl_pipeline_bench.private_log import private_log_handler
 
     write_manifest(tmp_path, {"command": "x"})
     assert stat.S_IMODE((tmp_path / "manifest.json").stat().st_mode) == 0o600
@@ -152,5 +152,7 @@ def test_framework_variables_are_recorded_because_their_backend_declares_them():
 
     declared = {p for b in backends.registered() for p in b.env_prefixes}
     assert {"ART_", "SKYRL_", "VLLM_"} <= declared and not declared & set(RUN_ENV_PREFIXES)
-    rec = recorded_env({"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y", "NOBACKEND_SETTING": "z"})
-    assert rec == {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y"}
+    env = {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y", "NOBACKEND_SETTING": "z"}
+    skyrl = backends.get("skyrl").env_prefixes
+    assert recorded_env(env, skyrl) == {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1"}
+    assert recorded_env(env) == {}  # another backend's run records none of them

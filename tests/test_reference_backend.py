@@ -17,9 +17,11 @@ from rl_pipeline_bench.backends.reference.rollout import (
     CallResult, GroupResult, PolicyBoard, TrajectoryResult, banned_token_mask, generate_forced,
 )
 from rl_pipeline_bench.backends.reference.trainer import Trainer, acceptance, group_advantages, reward
-from rl_pipeline_bench.config import get_suite, load_config
-from rl_pipeline_bench.contract import summarize
-from rl_pipeline_bench.evidence import EvidenceWriter, new_run_id, read_evidence
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.contract.summary import summarize
+from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
+from rl_pipeline_bench.timestamps import new_run_id
 from rl_pipeline_bench.reference_model import build_reference_snapshot
 from rl_pipeline_bench.spec import build_spec, check_spec
 from rl_pipeline_bench.runner import RunContext

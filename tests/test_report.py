@@ -24,7 +24,7 @@ from evidence_fixtures import build_evidence, default_calls  # noqa: E402
 from rl_pipeline_bench import jobs  # noqa: E402
 from rl_pipeline_bench.attempts import seed_index  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
+from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.figures import write_offered_figure  # noqa: E402
 from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402

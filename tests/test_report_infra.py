@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evidence_fixtures import build_evidence
-from rl_pipeline_bench.contract import summarize_to_file
-from rl_pipeline_bench.evidence import atomic_write_json
+from rl_pipeline_bench.contract.summary import summarize_to_file
+from rl_pipeline_bench.atomicfile import atomic_write_json
 from rl_pipeline_bench.probes.allreduce import ALLREDUCE_SCHEMA, sweep_rows
 from rl_pipeline_bench.probes.run_infra import summarize_run_infra
 from rl_pipeline_bench.probes.storage import run_storage_probe

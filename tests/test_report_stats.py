@@ -20,7 +20,7 @@ from evidence_fixtures import build_evidence  # noqa: E402
 
 from rl_pipeline_bench.attempts import append_event, seed_index  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.contract import summarize_to_file  # noqa: E402
+from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.stats import StatsSettings, compare, describe, noise_warnings  # noqa: E402
 from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402

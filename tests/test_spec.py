@@ -10,7 +10,7 @@ from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.config import load_config
-from rl_pipeline_bench.contract_settings import ContractSettings
+from rl_pipeline_bench.contract.settings import ContractSettings
 from rl_pipeline_bench.spec import (
     SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
 )

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from rl_pipeline_bench.config import ConfigError, load_config
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.backends.art.contract import TOPOLOGY as ART_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import TOPOLOGY as SKYRL_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import skyrl_workers

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_pipeline_bench.config import ConfigError, load_config
-from rl_pipeline_bench.contract_settings import ContractSettings
+from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.contract.settings import ContractSettings
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.spec import build_spec, check_spec, write_spec
 from rl_pipeline_bench.workloads import (

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except Exception as exc:
-        from .config import ConfigError  # only on failure: config pulls in jsonschema and yaml
+        from .configfile import ConfigError  # only on failure: config pulls in jsonschema and yaml
         from .redaction import redact_text
 
         if not isinstance(exc, ConfigError):

@@ -19,15 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -35,9 +31,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .atomicfile import PRIVATE_MODE, atomic_write_json, atomic_write_table, fsync_dir
 from .evidence_parts import PARTS_DIR, BackgroundWriter, part_files, part_name, read_part, write_part
 from .liveness import process_identity
+from .private_log import RedactingFilter, private_log_handler
 from .redaction import is_secret_name, recorded_env, redact_text
+from .timestamps import UNSAFE_RUN_ID_CHARS, utc_now_iso
 
 SCHEMA = "rl-bench/evidence/v1"
 
@@ -100,97 +99,7 @@ MANIFEST_FIELDS = (
     "image", "gpus", "host", "command", "env", "error", "supervisor",
 )
 STATUSES = ("running", "completed", "failed")
-#: Mode of the files that hold the environment or commands (manifest, run.log).
-PRIVATE_MODE = 0o600
 FINAL_STATUSES = ("completed", "failed")
-
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def utc_now_iso() -> str:
-    """UTC ISO 8601 with milliseconds, the manifest's wall-clock format."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def new_run_id(suite: str, backend: str, workload: str, trial: int | str) -> str:
-    """A unique, filesystem-safe run id that sorts by creation time (UTC prefix)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    parts = [stamp, str(suite), str(backend), str(workload), f"trial{trial}", uuid.uuid4().hex[:8]]
-    return "-".join(_SAFE.sub("_", p).strip("._") or "x" for p in parts)
-
-
-# ---------------------------------------------------------------------------
-# Atomic file replacement
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on directories; the data is synced already
-        pass
-    finally:
-        os.close(fd)
-
-
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-# Read once at import: os.umask is process-wide, so toggling it later would race threads.
-_UMASK = _read_umask()
-
-
-def atomic_write(path: Path | str, write: Callable[[Any], None], mode: int | None = None, *,
-                 sync_dir: bool = True, replace: bool = True) -> None:
-    """Write `path` via `write(binary_file)` into a same-directory temp file, fsync, rename.
-
-    `mode` None: readable like any other file (0666 less the umask); 0o600 for files
-    that hold the environment or commands. `sync_dir=False` leaves the directory's
-    fsync to the caller, who batches several renames. `replace=False` never replaces an
-    existing file (FileExistsError, atomically: the temp file is hard-linked into place).
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; evidence is meant to be readable like any other file.
-        os.chmod(tmp, 0o666 & ~_UMASK if mode is None else mode)
-        if replace:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)
-            os.unlink(tmp)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    if sync_dir:
-        _fsync_dir(path.parent)
-
-
-def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None, *, replace: bool = True) -> None:
-    atomic_write(path, lambda fh: fh.write(data), mode, replace=replace)
-
-
-def atomic_write_json(path: Path | str, obj: Any, mode: int | None = None, *, replace: bool = True) -> None:
-    """Atomic JSON (indent 2, strict: NaN/Infinity are refused rather than written)."""
-    text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"), mode, replace=replace)
-
-
-def atomic_write_table(path: Path | str, table: pa.Table, *, sync_dir: bool = True) -> None:
-    atomic_write(path, lambda fh: pq.write_table(table, fh), sync_dir=sync_dir)
 
 
 # ---------------------------------------------------------------------------
@@ -216,49 +125,6 @@ def _command_text(command: Any) -> str | None:
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
     return redact_text(str(command))
-
-
-def _redact_record(record: logging.LogRecord, secrets: dict[str, str]) -> None:
-    """The one place a log record is scrubbed (message, traceback, stack); each record once."""
-    if getattr(record, "rl_bench_redacted", False):
-        return
-    record.rl_bench_redacted = True
-    record.msg = redact_text(record.getMessage(), secrets)
-    record.args = None
-    if record.exc_info and not record.exc_text:
-        record.exc_text = logging.Formatter().formatException(record.exc_info)
-    if record.exc_text:
-        record.exc_text = redact_text(record.exc_text, secrets)
-    if record.stack_info:
-        record.stack_info = redact_text(record.stack_info, secrets)
-
-
-class _RedactingFilter(logging.Filter):
-    """Scrubs records on the run's logger, before they reach run.log or propagate further.
-
-    On the logger it runs once per record before every handler (console, job logs); on
-    run.log's handler it catches records from child loggers, which skip the logger's
-    filters. A record is redacted once; formatters use its scrubbed traceback as is.
-    The secret-named variables are read once, when the run starts (reading the whole
-    environment per record cost about 0.1 ms).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets = {k: v for k, v in os.environ.items() if is_secret_name(k)}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        _redact_record(record, self.secrets)
-        return True
-
-
-def private_log_handler(path: Path | str, fmt: str, redacting: logging.Filter | None = None) -> logging.FileHandler:
-    """A handler on a new owner-only log file whose records are scrubbed (once, see `_redact_record`)."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE))
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.addFilter(redacting or _RedactingFilter())
-    handler.setFormatter(logging.Formatter(fmt))
-    return handler
 
 
 class _RowCheck:
@@ -344,12 +210,15 @@ class EvidenceWriter:
     """
 
     def __init__(self, evidence_root: Path | str, run_id: str, manifest: dict | None = None,
-                 *, flush_interval_s: float = 2.0):
-        if not run_id or run_id in (".", "..") or _SAFE.search(run_id):
+                 *, flush_interval_s: float = 2.0, env_prefixes: tuple[str, ...] = ()):
+        """env_prefixes: the backend's own run-shaping variables (`Backend.env_prefixes`),
+        recorded in the manifest's `env` beside the common allow-list."""
+        if not run_id or run_id in (".", "..") or UNSAFE_RUN_ID_CHARS.search(run_id):
             raise ValueError(f"run id {run_id!r} is not filesystem-safe (allowed: letters, digits, '.', '_', '-')")
         self._t0 = time.monotonic()
         self._lock = threading.RLock()
         self._flush_interval_s = flush_interval_s
+        self._env_prefixes = tuple(env_prefixes)
         self._last_flush = self._t0
         self._finished = False
         self._tables: dict[str, list[dict]] = {UPDATES: [], CALLS: [], INTERVALS: []}
@@ -366,7 +235,7 @@ class EvidenceWriter:
         m["supervisor"] = m["supervisor"] if isinstance(m.get("supervisor"), dict) else process_identity()
         m["finished_at"] = None
         m["error"] = None
-        m["env"] = recorded_env(m["env"] if isinstance(m.get("env"), dict) else None)
+        m["env"] = recorded_env(m["env"] if isinstance(m.get("env"), dict) else None, self._env_prefixes)
         m["command"] = _command_text(m["command"] if m.get("command") is not None else sys.argv)
         try:  # refuse an unserialisable manifest before anything touches the disk
             json.dumps(m, allow_nan=False)
@@ -388,7 +257,7 @@ class EvidenceWriter:
 
         self.logger = logging.getLogger(f"rl_pipeline_bench.evidence.{run_id}")
         self.logger.setLevel(logging.INFO)
-        self._log_filter = _RedactingFilter()
+        self._log_filter = RedactingFilter()
         self.logger.addFilter(self._log_filter)  # records logged here, before they propagate
         # The handler's filter catches records of child loggers, which skip the logger's filter.
         self._log_handler = private_log_handler(self.path / RUN_LOG, "%(asctime)s %(levelname)s [%(threadName)s] %(message)s",
@@ -422,7 +291,8 @@ class EvidenceWriter:
         with self._lock:
             self._check_open()
             if "env" in fields:
-                fields["env"] = recorded_env(fields["env"]) if fields["env"] is not None else None
+                fields["env"] = (recorded_env(fields["env"], self._env_prefixes)
+                                 if fields["env"] is not None else None)
             if "command" in fields:
                 fields["command"] = _command_text(fields["command"])
             if "error" in fields and fields["error"] is not None:
@@ -489,13 +359,13 @@ class EvidenceWriter:
         for name in _PART_ORDER:
             if name in delta:
                 write_part(parts / part_name(_stem(name), seq), pa.Table.from_pylist(delta[name], schema=_SCHEMAS[name]))
-        _fsync_dir(parts)
+        fsync_dir(parts)
 
     def _write_whole_tables(self) -> None:
         for name in _PART_ORDER:
             atomic_write_table(self.path / name, pa.Table.from_pylist(self._tables[name], schema=_SCHEMAS[name]),
                                sync_dir=False)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def _remove_parts(self) -> None:
         """The whole tables hold every row now; the parts they replace go (a reader prefers whole tables)."""
@@ -503,7 +373,7 @@ class EvidenceWriter:
         for f in parts.iterdir():
             f.unlink()
         parts.rmdir()
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def flush(self) -> None:
         """Make everything recorded so far durable on disk (waits for the background writer)."""

@@ -52,7 +52,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
     verdict is appended to the attempts index (default: beside the evidence root).
     """
     from . import attempts
-    from .contract import summarize_to_file
+    from .contract.summary import summarize_to_file
 
     run_json = Path(run_json)
     with job_log(log_path):
@@ -64,6 +64,8 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         if not evidence_dir:
             raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
         if spec_path is not None:
+            from .spec import check_run_spec
+
             check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)
         summary = summarize_to_file(Path(evidence_dir), Path(out_path), run_record=record)
@@ -72,21 +74,6 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
                               valid=summary["valid"], reasons=summary["reasons"], summary=str(out_path))
         log.info("valid=%s reasons=%s warnings=%s", summary["valid"], summary["reasons"], summary.get("warnings"))
         return summary
-
-
-def check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec_path: str | Path) -> None:
-    """The run record and its evidence manifest must both name the spec's hash (SpecError naming both)."""
-    from .spec import SpecError, check_evidence_spec, load_spec
-
-    spec = load_spec(spec_path)
-    if record.get("spec_hash") != spec.hash:
-        raise SpecError(f"{run_json} names spec hash {record.get('spec_hash')}, but it is summarized under spec "
-                        f"{spec.id} (hash {spec.hash})")
-    try:
-        manifest = json.loads((evidence_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # an unreadable manifest is the summary's finding (manifest_missing / manifest_corrupt)
-    check_evidence_spec(manifest, spec, where=f"evidence {evidence_dir}")
 
 
 def render_report(summaries, plans, evidence_root, html, tables, figures, suite: str,

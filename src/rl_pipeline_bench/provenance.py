@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import backends
+from .atomicfile import write_json_atomic
 from .paths import ROOT
 
 RECIPE_SCHEMA = "rl-bench/recipe/v1"
@@ -159,22 +159,6 @@ def source_manifest(root: Path | str = ROOT) -> str:
 def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     """Relative paths added, removed or altered between two {relpath: sha256} maps."""
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-
-
-def write_json_atomic(data: Mapping[str, Any], path: Path | str) -> Path:
-    """Write JSON through a temporary file and rename, so readers never see half a record."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # --- pinned environments (containers/{backend}/pins.env) ------------------------------

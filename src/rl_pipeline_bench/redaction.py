@@ -17,7 +17,6 @@ innocent names, DSNs, connection strings):
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Mapping
@@ -25,7 +24,8 @@ from collections.abc import Mapping
 REDACTED = "<redacted>"
 
 #: Prefixes of the variables that shape any run and are recorded in manifests; a backend
-#: adds its framework's own on its descriptor (`Backend.env_prefixes`, see run_env_prefixes).
+#: adds its framework's own on its descriptor (`Backend.env_prefixes`), which the run passes
+#: to `recorded_env` as `extra_prefixes`.
 RUN_ENV_PREFIXES = (
     "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "NVSHMEM_", "GLOO_", "TORCH", "PYTORCH_",
     "HF_", "TRANSFORMERS_", "TOKENIZERS_", "SAFETENSORS_",
@@ -89,16 +89,9 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-@functools.lru_cache(maxsize=1)
-def run_env_prefixes() -> tuple[str, ...]:
-    """The common prefixes plus every registered backend's own (its descriptor is their one home)."""
-    from .backends import registered
-
-    return RUN_ENV_PREFIXES + tuple(p for b in registered() for p in b.env_prefixes)
-
-
-def is_run_variable(name: str) -> bool:
-    return name in RUN_ENV_NAMES or name.startswith(run_env_prefixes())
+def is_run_variable(name: str, extra_prefixes: tuple[str, ...] = ()) -> bool:
+    """Whether a variable shapes a run: the common allow-list, or a prefix the run's backend declares."""
+    return name in RUN_ENV_NAMES or name.startswith(RUN_ENV_PREFIXES + tuple(extra_prefixes))
 
 
 def redact_value(value: str) -> str:
@@ -127,8 +120,10 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     return redact_value(text)
 
 
-def recorded_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def recorded_env(env: Mapping[str, str] | None = None, extra_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
     """The run-shaping part of the environment, as a manifest records it.
+
+    extra_prefixes: the run's backend's own (`Backend.env_prefixes`), beside RUN_ENV_PREFIXES.
 
     Only allow-listed variables are kept; a secret-named one among them (HF_TOKEN)
     keeps its name with a marker, and every other value is scrubbed like free text.
@@ -137,5 +132,5 @@ def recorded_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {
         k: REDACTED if is_secret_name(k) else redact_text(v, env)
         for k, v in sorted(env.items())
-        if is_run_variable(k)
+        if is_run_variable(k, extra_prefixes)
     }

@@ -21,8 +21,10 @@ import pandas as pd
 from . import attempts, image_runs
 from . import workloads as wl
 from . import backends
-from .config import ConfigError, check_member
-from .evidence import EvidenceWriter, atomic_write_json, new_run_id
+from .atomicfile import atomic_write_json
+from .configfile import ConfigError, check_member
+from .evidence import EvidenceWriter
+from .timestamps import new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .probes.telemetry import beside_run
@@ -222,7 +224,7 @@ def execute_run(
     if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
         descriptor.preload()
     run_id = run_id or new_run_id(run_spec.suite_name, backend, workload, trial)
-    writer = EvidenceWriter(root, run_id, manifest)
+    writer = EvidenceWriter(root, run_id, manifest, env_prefixes=descriptor.env_prefixes)
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
 

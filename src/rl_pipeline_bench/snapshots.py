@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .provenance import write_json_atomic
+from .atomicfile import write_json_atomic
 
 SCHEMA = "rl-bench/model/v1"
 _REVISION = re.compile(r"^[0-9a-f]{40}$")

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, get_suite
-from .contract_settings import ContractSettings
+from .configfile import ConfigError, get_suite
+from .contract.settings import ContractSettings
 from .settings_hash import HASH_LENGTH, settings_hash
 
 SPEC_SCHEMA = "rl-bench/run-spec/v1"
@@ -266,7 +266,7 @@ def load_spec(path: Path | str) -> RunSpec:
 
 def write_spec(doc: dict[str, Any], path: Path | str) -> RunSpec:
     """Check and write a spec document atomically."""
-    from .evidence import atomic_write_json
+    from .atomicfile import atomic_write_json
 
     path = Path(path)
     spec = check_spec(doc, where=f"spec for {path}")
@@ -286,6 +286,19 @@ def check_evidence_spec(manifest: dict[str, Any] | None, spec: RunSpec, where: s
         shown = f"spec hash {got}" if got else "no spec hash"
         raise SpecError(f"{where}: the evidence manifest names {shown}, but it is read under spec "
                         f"{spec.id} (hash {spec.hash})")
+
+
+def check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec_path: str | Path) -> None:
+    """The run record and its evidence manifest must both name the spec's hash (SpecError naming both)."""
+    spec = load_spec(spec_path)
+    if record.get("spec_hash") != spec.hash:
+        raise SpecError(f"{run_json} names spec hash {record.get('spec_hash')}, but it is summarized under spec "
+                        f"{spec.id} (hash {spec.hash})")
+    try:
+        manifest = json.loads((evidence_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # an unreadable manifest is the summary's finding (manifest_missing / manifest_corrupt)
+    check_evidence_spec(manifest, spec, where=f"evidence {evidence_dir}")
 
 
 def spec_from_config_file(config_path: Path | str, suite: str | None = None,

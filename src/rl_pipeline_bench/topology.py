@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .config import ConfigError
+from .configfile import ConfigError
 
 CONTRACT_LORA_RANK = 8
 LORA_ALPHA = 32

@@ -30,8 +30,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import ConfigError, check_member
-from .evidence import atomic_write_table
+from .configfile import ConfigError, check_member
+from .atomicfile import atomic_write_table
 
 #: Sentinel used for `trajectory` and `call` in `call_seed` for values shared by a whole group.
 GROUP_SHARED = -1

@@ -25,7 +25,7 @@ def names(root: Path | str | None = None) -> list[str]:
 
 def get(name: str):
     """The descriptor of backend `name`; an unknown name fails listing the registered ones."""
-    from ..config import check_member
+    from ..configfile import check_member
 
     check_member("backend", name, names())
     module = importlib.import_module(f"{__name__}.{name}")

@@ -28,11 +28,12 @@ class HostHook:
     (e.g. `scripts/qualify_kubernetes.py --host-hook NAME`); never applied by default.
 
     summary: one line for `--help` and errors.
-    apply: env -> the new env (a new dict); raises RuntimeError when this host cannot have it.
+    apply: (env, the backend's pins from its pins.env) -> the new env (a new dict); raises
+        RuntimeError when this host cannot have it.
     """
 
     summary: str
-    apply: Callable[[dict[str, str]], dict[str, str]]
+    apply: Callable[[dict[str, str], Mapping[str, str]], dict[str, str]]
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ def _spec_from_config(suite: str, settings_json: str | None, seed: int | None) -
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
-    from ..evidence import atomic_write_json
+    from ..configfile import ConfigError
+    from ..atomicfile import atomic_write_json
 
     spec = _spec_from_config(args.suite, args.settings_json, args.seed)
     if args.expect_hash and args.expect_hash != spec["hash"]:
@@ -88,7 +88,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 
 def _user_config(args) -> dict:
-    from ..config import ConfigError
+    from ..configfile import ConfigError
     from ..eval.policies.loader import checkpoint_id
 
     config = {"libero_assets": args.libero_assets, "robotwin_assets": args.robotwin_assets,

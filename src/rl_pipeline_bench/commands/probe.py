@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def _emit(record: dict, output: Path | None) -> None:
-    from ..evidence import atomic_write_json
+    from ..atomicfile import atomic_write_json
 
     if output is None:
         print(json.dumps(record, indent=2))
@@ -78,7 +78,7 @@ def _allreduce(args) -> int:
     if args.output is not None:
         import pyarrow as pa
 
-        from ..evidence import atomic_write_table
+        from ..atomicfile import atomic_write_table
 
         args.output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_table(args.output.with_suffix(".parquet"), pa.Table.from_pylist(record["rows"]))

@@ -16,7 +16,7 @@ from ..paths import ROOT
 
 
 def _emit(record: dict, output: str | None) -> None:
-    from ..provenance import write_json_atomic
+    from ..atomicfile import write_json_atomic
 
     if output:
         write_json_atomic(record, output)
@@ -147,7 +147,8 @@ def _framework_support(args: argparse.Namespace, spec, result: dict) -> dict:
 
 def _snapshot(args: argparse.Namespace) -> int:
     from .. import snapshots
-    from ..config import check_member, load_config
+    from ..config import load_config
+    from ..configfile import check_member
 
     overrides = {"hf_cache": args.hf_cache} if args.hf_cache else None
     config = load_config(args.config, overrides)

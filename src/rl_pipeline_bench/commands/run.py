@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from ..paths import CONFIG_PATH, ROOT
 
 

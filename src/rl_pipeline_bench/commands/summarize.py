@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_dir():
         print(f"bench summarize: not a directory: {path} (expected results/evidence/RUN_ID)", file=sys.stderr)
         return 2
-    from ..contract import summarize, summarize_to_file  # pandas: import only when summarizing
+    from ..contract.summary import summarize, summarize_to_file  # pandas: import only when summarizing
 
     summary = summarize_to_file(path, args.output) if args.output else summarize(path)
     print(json.dumps(summary, indent=2))

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 
 BENCHMARKS = ("robosuite", "libero", "robotwin")
 

@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ConfigError
-from ..evidence import atomic_write_json, private_log_handler, utc_now_iso
+from ..configfile import ConfigError
+from ..atomicfile import atomic_write_json
+from ..private_log import private_log_handler
+from ..timestamps import utc_now_iso
 from ..hostinfo import host_info
 from ..redaction import redact_text
 from . import benchmarks, envs, protocol

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 
 PATTERN = re.compile(r"^global_step_(\d+)$")
 

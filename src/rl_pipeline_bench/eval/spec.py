@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from ..settings_hash import settings_hash as hash_of
 from . import benchmarks
 

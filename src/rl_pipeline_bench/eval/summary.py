@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import ConfigError
-from ..evidence import atomic_write_json
+from ..configfile import ConfigError
+from ..atomicfile import atomic_write_json
 from . import spec as eval_spec
 from .aggregate import summarize
 from .episodes import read_episodes, read_manifest

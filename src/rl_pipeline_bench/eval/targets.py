@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from . import spec as eval_spec
 from .policies.loader import BUILTIN, checkpoint_id, configured_checkpoints
 

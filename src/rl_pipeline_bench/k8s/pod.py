@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import provenance
+from ..atomicfile import write_json_atomic
 from . import markers
 from ..paths import ROOT
 from .manifests import ABORT, COLLECTED_ANNOTATION, RELEASE_ANNOTATION
@@ -109,10 +110,10 @@ def run_workloads(args, config: dict[str, Any], suite, data: Path, env: dict[str
     from ..leases import lease_command
 
     model = model_record(config, suite["model"], Path(args.cache))
-    model_path = provenance.write_json_atomic(model, data / "models" / f"{suite['model']}.json")
-    source_path = provenance.write_json_atomic(provenance.source_record(ROOT), data / "provenance" / "source.json")
-    recipe_path = provenance.write_json_atomic(provenance.recipe_record(args.backend, ROOT),
-                                               data / "provenance" / "recipes" / f"{args.backend}.json")
+    model_path = write_json_atomic(model, data / "models" / f"{suite['model']}.json")
+    source_path = write_json_atomic(provenance.source_record(ROOT), data / "provenance" / "source.json")
+    recipe_path = write_json_atomic(provenance.recipe_record(args.backend, ROOT),
+                                    data / "provenance" / "recipes" / f"{args.backend}.json")
     results = []
     for workload in suite["workloads"]:
         run_dir = data / "runs" / suite.name / args.backend / workload / "trial1"
@@ -159,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
     from .. import backends
-    from ..config import ConfigError, get_suite, load_config
+    from ..config import load_config
+    from ..configfile import ConfigError, get_suite
     from ..spec import build_spec, check_spec
     from ..topology import preflight as topology_preflight
 
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         topology_preflight(check_spec(build_spec(config, suite.name)), args.backend)
         hooks = backends.get(args.backend).host_hooks
         for name in args.host_hook:  # the request checked the names against the same descriptor
-            env = hooks[name].apply(env)
+            env = hooks[name].apply(env, provenance.read_pins(args.backend, ROOT))
     except (ConfigError, RuntimeError, OSError) as exc:
         problems.append(str(exc))
     identity = check_identity(Path(ROOT), args.backend, args.source_record, args.cache, needs_hub)

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValueError as exc:
-        from ..config import (
+        from ..configfile import (
             ConfigError,  # lazy: config (jsonschema) is read only when no flag/env says it all
         )
 

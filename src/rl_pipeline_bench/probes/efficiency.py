@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import interval_union_length
-from ..contract_settings import ContractSettings
+from ..contract.intervals import interval_union_length
+from ..contract.settings import ContractSettings
 from . import flops, reference_data
 
 

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..evidence import CALLS, INTERVALS, atomic_write_json, read_evidence
+from ..atomicfile import atomic_write_json
+from ..evidence import CALLS, INTERVALS, read_evidence
 from . import phases
 from .efficiency import trainer_efficiency
 from .telemetry import read_telemetry
@@ -71,7 +72,7 @@ def summarize_run_json(run_json: Path | str, card_path: Path | str | None, out_p
     if not isinstance(record, dict) or not record.get("evidence_dir"):
         raise ValueError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
     if spec_path is not None:
-        from ..jobs import check_run_spec
+        from ..spec import check_run_spec
 
         check_run_spec(record, Path(run_json), Path(record["evidence_dir"]), spec_path)
     card = json.loads(Path(card_path).read_text(encoding="utf-8")) if card_path else None

@@ -258,7 +258,7 @@ class TelemetrySampler:
 
     def _write(self, final: bool = False) -> None:
         """One part with the rows since the last write; `final`: the whole table in place of the parts."""
-        from ..evidence import atomic_write_table
+        from ..atomicfile import atomic_write_table
         from ..evidence_parts import PARTS_DIR, part_files, part_name, write_part
 
         begin = time.perf_counter()

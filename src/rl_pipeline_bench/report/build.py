@@ -6,9 +6,7 @@ time (the only date shown is the newest evidence `finished_at`), and sorts every
 
 from __future__ import annotations
 
-import base64
 import logging
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -21,9 +19,10 @@ import pandas as pd
 from . import figures, tables
 from ..eval.report_section import section as eval_section
 from .collect import OFFERED_QUANTITIES, ReportInputError, load_attempts, load_plans, load_runs
-from ..contract_settings import KEYS as CONTRACT_KEYS, ContractSettings
-from .files import write_output
+from ..contract.settings import KEYS as CONTRACT_KEYS, ContractSettings
+from .files import data_uri, write_output
 from .stats import HEADLINE_RATES, StatsSettings
+from .tables import template_records
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +124,6 @@ def fmt_ratio(x: Any) -> str:
     return "—" if v is None else f"{v:.2f}×"
 
 
-def _data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
@@ -145,17 +140,6 @@ def _env() -> jinja2.Environment:
     env.filters["pct"] = fmt_pct
     env.filters["p"] = fmt_p
     return env
-
-
-def _clean(v: Any) -> Any:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return v
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    """DataFrame rows as plain dicts with None for missing values (templates test `is none`)."""
-    return [{k: _clean(v) for k, v in row.items()} for row in df.astype(object).to_dict("records")]
 
 
 def _suite_settings(spec) -> dict | None:
@@ -221,7 +205,7 @@ def _write_figures(runs, plans, workloads, backends, figures_dir: Path,
 def _grouped_stats(df: pd.DataFrame, keys: list[str]) -> list[dict]:
     """Long statistics rows (one per rate) grouped into one row per key, rates as a dict."""
     out: list[dict] = []
-    for rec in _records(df):
+    for rec in template_records(df):
         key = tuple(rec[k] for k in keys)
         if not out or tuple(out[-1][k] for k in keys) != key:
             out.append({**{k: rec[k] for k in keys}, **{k: rec.get(k) for k in ("trials", "valid_trials", "n",
@@ -236,12 +220,12 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
     labels = dict(OFFERED_QUANTITIES)
     offered = []
     for w in workloads:
-        stats = _records(tabs["offered"][tabs["offered"]["workload"] == w])
+        stats = template_records(tabs["offered"][tabs["offered"]["workload"] == w])
         for st in stats:
             st["label"] = labels[st["quantity"]]
         png = offered_png.get(w)
-        offered.append({"workload": w, "img": _data_uri(png) if png else None, "stats": stats})
-    run_rows = _records(tabs["runs"])
+        offered.append({"workload": w, "img": data_uri(png) if png else None, "stats": stats})
+    run_rows = template_records(tabs["runs"])
     for row, r in zip(run_rows, runs):
         row["reason_list"] = [str(x) for x in r.summary.get("reasons") or []]
         row["report_problems"] = r.problems
@@ -259,12 +243,12 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "spec": {**spec.doc, "trials": max((r.key[2] for r in runs), default=spec.trials)} if spec else None,
         "backends": backends,
         "contract": contract_context(runs, suite_settings),
-        "headline": _records(tabs["headline"]),
-        "ratios": _records(tabs["ratios"]),
+        "headline": template_records(tabs["headline"]),
+        "ratios": template_records(tabs["ratios"]),
         "runs": run_rows,
         "provenance": provenance_context(run_rows),
         "n_valid": sum(1 for r in runs if r.summary["valid"] is True),
-        "timeline_img": _data_uri(timeline) if timeline is not None else None,
+        "timeline_img": data_uri(timeline) if timeline is not None else None,
         "offered": offered,
         "attempts": [a for a in attempts if a.failed_or_invalid],
         "n_attempts": len(attempts),
@@ -274,7 +258,7 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "stats_settings": data.stats_settings,
         "trial_stats": _grouped_stats(tabs["trial_stats"], ["workload", "backend"]),
         "comparisons": _grouped_stats(tabs["comparisons"], ["workload", "backend"]),
-        "activity": _records(tabs["activity"]),
+        "activity": template_records(tabs["activity"]),
         "unreadable": data.unreadable,
     }
 

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from ..contract_settings import ContractSettings
+from ..contract.settings import ContractSettings
 from .collect import OFFERED_QUANTITIES, Run, offered_lengths
 
 DPI = 100

@@ -1,15 +1,16 @@
 """Atomic writes for report outputs, readable like any file the user creates.
 
-evidence.atomic_write_bytes makes a private (0600) temp file; a report is meant to
+atomicfile.atomic_write_bytes makes a private (0600) temp file; a report is meant to
 be shared, so the final file gets the permissions the process umask allows.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
-from ..evidence import atomic_write_bytes
+from ..atomicfile import atomic_write_bytes
 
 
 def _umask() -> int:
@@ -21,3 +22,8 @@ def _umask() -> int:
 def write_output(path: Path | str, data: bytes) -> None:
     atomic_write_bytes(path, data)
     os.chmod(path, 0o666 & ~_umask())
+
+
+def data_uri(png: bytes) -> str:
+    """A PNG as a data: URI, so the report is one self-contained file."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

@@ -25,6 +25,7 @@ from ..probes.gemm import GEMM_SCHEMA
 from ..probes.run_infra import RUN_INFRA_SCHEMA
 from ..probes.storage import STORAGE_SCHEMA
 from .collect import ReportInputError
+from .files import data_uri
 
 PROBE_KINDS = {ALLREDUCE_SCHEMA: "allreduce", STORAGE_SCHEMA: "storage", CHECKPOINT_SCHEMA: "checkpoint",
                GEMM_SCHEMA: "gemm"}
@@ -237,17 +238,10 @@ def infra_tables(inputs: InfraInputs) -> dict[str, pd.DataFrame]:
 # --------------------------------------------------------------------------- section
 
 
-def _records(df: pd.DataFrame) -> list[dict]:
-    from .build import _records as records
-
-    return records(df)
-
-
 def build_section(run_infra_paths, probe_paths, tables_dir: Path, figures_dir: Path) -> dict[str, Any]:
     """Tables and figures of the section written; returns the template context `infra`."""
     from . import infra_figures
-    from .build import _data_uri
-    from .tables import write_tables
+    from .tables import template_records, write_tables
 
     inputs = load_inputs(run_infra_paths, probe_paths)
     tabs = infra_tables(inputs)
@@ -260,17 +254,17 @@ def build_section(run_infra_paths, probe_paths, tables_dir: Path, figures_dir: P
                                                   "warmup_iters", "iters", "min_bytes", "max_bytes")}
                          | {"largest": p["largest"]})
     return {
-        "telemetry": _records(tabs["infra_telemetry"]),
-        "efficiency": _records(tabs["infra_trainer_efficiency"]),
+        "telemetry": template_records(tabs["infra_telemetry"]),
+        "efficiency": template_records(tabs["infra_trainer_efficiency"]),
         "allreduce": allreduce,
-        "expectations": _records(tabs["infra_allreduce_expectations"]),
-        "storage": _records(tabs["infra_storage"]),
+        "expectations": template_records(tabs["infra_allreduce_expectations"]),
+        "storage": template_records(tabs["infra_storage"]),
         "storage_probes": [{k: p.get(k) for k in ("label", "direct", "direct_note", "engine", "directory")}
                            for p in inputs.probes["storage"]],
-        "checkpoint": _records(tabs["infra_checkpoint"]),
-        "gemm": _records(tabs["infra_gemm"]),
-        "targets": _records(tabs["infra_targets"]),
-        "figures": {name: _data_uri(png) for name, png in pngs.items()},
+        "checkpoint": template_records(tabs["infra_checkpoint"]),
+        "gemm": template_records(tabs["infra_gemm"]),
+        "targets": template_records(tabs["infra_targets"]),
+        "figures": {name: data_uri(png) for name, png in pngs.items()},
         "n_runs": len(inputs.runs),
         "tables": sorted(tabs),
     }

@@ -7,6 +7,7 @@ same evidence always yields byte-identical CSV files.
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..attempts import Attempt
-from ..contract_settings import ContractSettings
+from ..contract.settings import ContractSettings
 from .collect import OFFERED_QUANTITIES, Run, offered_lengths
 from .files import write_output
 
@@ -39,6 +40,17 @@ def get(d: Any, *keys: str) -> Any:
             return None
         d = d.get(k)
     return d
+
+
+def _clean(v: Any) -> Any:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def template_records(df: pd.DataFrame) -> list[dict]:
+    """DataFrame rows as plain dicts with None for missing values (templates test `is none`)."""
+    return [{k: _clean(v) for k, v in row.items()} for row in df.astype(object).to_dict("records")]
 
 
 def _num(x: Any) -> float | None:

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterable
 
-from ..config import ConfigError
+from ..configfile import ConfigError
 from .records import Record
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...spec import RunSpec
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
@@ -52,13 +51,14 @@ INFERENCE_LAYOUT = {
 
 
 def build_art_config(
-    spec: RunSpec,
+    spec: Any,
     *,
     run_name: str = "rl-bench",
     project: str = "rl-pipeline-bench",
     art_path: str | Path | None = None,
 ) -> dict[str, Any]:
-    """ART's native settings for this run spec (see the module docstring for the keys); it trains N steps."""
+    """ART's native settings for this run spec (rl_pipeline_bench.spec.RunSpec; see the module
+    docstring for the keys); it trains N steps."""
     model = spec.model
     n = spec.contract.total_updates
     trainer_ids = list(range(ART_TOPOLOGY.train_gpus))

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...spec import RunSpec
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import STALENESS as SKYRL_STALENESS
@@ -36,7 +35,7 @@ ENV_CLASS = "rl_bench_plan"
 
 
 def build_skyrl_config(
-    run_spec: RunSpec,
+    run_spec: Any,
     *,
     spec: Any = None,
     model_path: str | Path = "Qwen/Qwen3.5-35B-A3B",
@@ -47,6 +46,7 @@ def build_skyrl_config(
 ) -> dict[str, Any]:
     """Nested SkyRLTrainConfig values for this run spec (only keys the contract sets); it trains N steps.
 
+    run_spec: the resolved run spec (rl_pipeline_bench.spec.RunSpec).
     spec: the workload spec (group size, new calls per trajectory), when known.
     """
     n = run_spec.contract.total_updates

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import ConfigError
+from ...configfile import ConfigError
 from ...topology import Topology
 
 #: Megatron TP1 CP1 EP2 DP2 on two training GPUs, two inference GPUs.

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Mapping
 
-from ...paths import ROOT
 from ..descriptor import HostHook
 
 
-def cuda_compat_env(env: dict[str, str]) -> dict[str, str]:
+def cuda_compat_env(env: dict[str, str], pins: Mapping[str, str]) -> dict[str, str]:
     """SkyRL's packaged NVIDIA compatibility libraries first on LD_LIBRARY_PATH."""
-    from ... import provenance
-
-    subdir = provenance.read_pins("skyrl", ROOT).get("SKYRL_CUDA_COMPAT_SUBDIR")
+    subdir = pins.get("SKYRL_CUDA_COMPAT_SUBDIR")
     if not subdir:
         raise RuntimeError("containers/skyrl/pins.env has no SKYRL_CUDA_COMPAT_SUBDIR")
     found = sorted(Path(sys.prefix).glob(f"lib/python*/site-packages/{subdir}"))

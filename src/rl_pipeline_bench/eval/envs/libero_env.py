@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ...config import ConfigError
+from ...configfile import ConfigError
 from ..protocol import TaskRef
 from .base import EnvUnavailable, require_packages
 

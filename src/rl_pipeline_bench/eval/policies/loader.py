@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...config import ConfigError
+from ...configfile import ConfigError
 from .base import Policy, PolicyRef
 from .scripted import ScriptedLift
 

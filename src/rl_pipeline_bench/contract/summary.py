@@ -19,89 +19,20 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..atomicfile import atomic_write_json
+from ..evidence import Evidence, read_evidence
 from . import reconcile
-from .contract_settings import ContractSettings
-from .evidence import Evidence, atomic_write_json, read_evidence
+from .intervals import interval_union_length
+from .settings import ContractSettings
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
 #: The rule set this module applies; recorded in every summary. v2: calls of extra
 #: offered updates must not be accepted, rollout activity and warnings per run.
-#: v3: the files reconciled with each other and the manifest's identity (rl_pipeline_bench.reconcile).
+#: v3: the files reconciled with each other and the manifest's identity (rl_pipeline_bench.contract.reconcile).
 CONTRACT_RULES = "rl-bench/contract-rules/v3"
 #: Generation that ends more than this share of the headline window before the window
 #: does (with no call in flight at its end) is "stopped early".
 GENERATION_TAIL_TOLERANCE = 0.05
-
-#: Stable warning codes; a warning flags a measurement to distrust but does not invalidate the run.
-WARNING_CODES: dict[str, str] = {
-    "generation_stopped_early": "the rollout had no call in flight at the end of the headline window and had "
-                                "been idle for longer than 5 % of the window and than any pause before the "
-                                "window: the window measured a drain, not steady state",
-    "rollout_activity_unknown": "no headline window or no timed calls, so the rollout's activity in it is unknown",
-}
-
-#: Stable reason codes; a summary reason is "code: human detail".
-REASON_CODES: dict[str, str] = {
-    "evidence_dir_missing": "the evidence directory does not exist",
-    "manifest_missing": "manifest.json is absent",
-    "manifest_corrupt": "manifest.json is not a readable JSON object",
-    "manifest_schema": "manifest.json declares an evidence schema version this code has no reader for",
-    "status_not_completed": "the run did not finish with status 'completed'",
-    "contract_missing": "the manifest records no usable contract settings (defaults used)",
-    "contract_invalid": "the manifest's contract settings are not valid (defaults used)",
-    "contract_incomplete": "the manifest's contract lacks trainer_ranks or offered_trajectories_per_update, "
-                           "or its offered_plan shape is malformed",
-    "updates_missing": "updates.parquet is absent",
-    "updates_corrupt": "updates.parquet is unreadable or has the wrong columns",
-    "calls_missing": "calls.parquet is absent",
-    "calls_corrupt": "calls.parquet is unreadable or has the wrong columns",
-    "intervals_missing": "trainer_intervals.parquet is absent",
-    "intervals_corrupt": "trainer_intervals.parquet is unreadable or has the wrong columns",
-    "update_count": "the number of updates differs from the contract's total",
-    "updates_not_contiguous": "updates are not exactly 1..N, each once",
-    "completion_time_invalid": "a completion time is negative or not finite",
-    "completion_not_increasing": "completion times do not strictly increase with the update number",
-    "negative_count": "an update reports negative accepted trajectories or assistant tokens",
-    "calls_empty": "no model calls were recorded",
-    "completion_length_mismatch": "a call's completion length differs from its forced length",
-    "accepted_above_offered": "an update accepted more trajectories than were offered",
-    "accepted_beyond_trained": "a call of an extra offered update (after the last trained one) is marked accepted",
-    "interval_invalid": "a trainer interval ends before it starts or has a non-finite bound",
-    "trainer_ranks_missing": "an expected trainer rank has no interval for a headline update",
-    "trainer_ranks_unexpected": "a trainer interval comes from a rank the contract does not expect",
-    "window_nonpositive": "a measurement window or trainer union is zero or negative",
-    **reconcile.REASON_CODES,
-}
-
-
-def reason_codes() -> dict[str, str]:
-    """The contract's reason codes plus those of every registered backend's own evidence checks."""
-    from .backends import registered
-
-    codes = dict(REASON_CODES)
-    for backend in registered():
-        codes.update(backend.reason_codes)
-    return codes
-
-
-# ---------------------------------------------------------------------------
-# Arithmetic
-
-
-def interval_union_length(intervals: Iterable[tuple[float, float]]) -> float:
-    """Total length covered by the intervals; overlaps count once."""
-    total = 0.0
-    cur_start = cur_end = None
-    for start, end in sorted((float(s), float(e)) for s, e in intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
 
 
 def _num(v: Any) -> float | int | None:
@@ -194,7 +125,7 @@ def _check_status(manifest: dict | None, reasons: list[str]) -> None:
             gist = lines[-1] if lines[0].startswith("Traceback") else lines[0]
             detail += f" (error: {gist[:200]})"
         elif status == "running":
-            from .liveness import describe
+            from ..liveness import describe
 
             detail += f" ({describe(manifest.get('supervisor'))})"
         reasons.append(f"status_not_completed: {detail}")
@@ -203,7 +134,7 @@ def _check_status(manifest: dict | None, reasons: list[str]) -> None:
 def _check_backend(manifest: dict | None, reasons: list[str]) -> bool:
     """The run's backend's own validity checks (its descriptor's evidence_checks); returns
     whether its updates reconcile with its calls per plan update (else over the run)."""
-    from . import backends
+    from .. import backends
 
     name = (manifest or {}).get("backend")
     if not isinstance(name, str) or name not in backends.names():

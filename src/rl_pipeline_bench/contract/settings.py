@@ -2,7 +2,8 @@
 
 Runs (the spec, the runner, the drivers), summaries (the contract), infrastructure
 summaries and the report all ask this class; nothing else adds warmup and measured
-updates or says where a window starts. Standard library only, so every layer can import it.
+updates or says where a window starts. Standard library only, so config validation and
+every layer above the contract can import it.
 
 With the defaults (5 warmup + 15 measured, headline 5) N = 20 and:
 - headline window: completion of update 15 to completion of update 20, counting updates 16-20;

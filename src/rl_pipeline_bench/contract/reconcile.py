@@ -29,30 +29,15 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-#: An update's trainer union must cover at least this share of its wall time.
-TRAINER_SHARE_FLOOR = 1e-4
+from .intervals import interval_union_length
+from .reasons import TRAINER_SHARE_FLOOR
+
 #: Tokens a framework may count per call beside the completion (an end-of-turn token).
 TOKENS_PER_CALL_SLACK = 1
 #: Identity fields of a manifest (and of run.json) that must name the same run.
 IDENTITY_FIELDS = ("run_id", "backend", "workload", "suite", "trial")
 #: The keys of the contract's offered plan shape (runner.execute_run records them).
 OFFERED_PLAN_KEYS = ("groups_per_update", "group_size", "calls_per_trajectory")
-
-REASON_CODES: dict[str, str] = {
-    "manifest_identity": "a manifest identity field (run_id, backend, workload, suite, trial) has the wrong type "
-                         "or value, or the run id is not the evidence directory's name",
-    "run_record_mismatch": "run.json names another run, backend, workload, suite, trial or spec than the manifest",
-    "calls_not_in_plan": "a call is recorded twice, lacks its update, or has an identity the offered plan does not hold",
-    "offered_call_missing": "an offered call of a recorded update has no row in calls.parquet",
-    "trajectory_acceptance_mixed": "a trajectory has both accepted and not accepted calls",
-    "accepted_trajectories_mismatch": "an update's accepted_trajectories disagree with its accepted calls",
-    "assistant_tokens_mismatch": "an update's assistant_tokens disagree with its accepted calls' completion tokens",
-    "call_time_invalid": "a call starts before the run, finishes before it starts, or has a non-finite time",
-    "interval_empty": "a trainer interval has zero length",
-    "interval_outside_run": "a trainer interval starts before the run, ends after its last update, "
-                            "or is tagged with an update that was not recorded",
-    "trainer_union_implausible": f"an update's trainer union is below {TRAINER_SHARE_FLOOR:g} of its wall time",
-}
 
 _TRAJECTORY = ["update", "group", "trajectory"]
 _CALL = [*_TRAJECTORY, "call"]
@@ -211,8 +196,6 @@ def check_calls(updates: pd.DataFrame, calls: pd.DataFrame, total: int, contract
 
 
 def _union(rows: pd.DataFrame) -> float:
-    from .contract import interval_union_length
-
     return interval_union_length(zip(rows["start"], rows["end"]))
 
 
@@ -251,7 +234,7 @@ def check_intervals(updates: pd.DataFrame, intervals: pd.DataFrame, reasons: lis
 
 
 def _safe_name() -> re.Pattern:
-    from .config import safe_name_regex
+    from ..configfile import safe_name_regex
 
     return re.compile(f"^(?:{safe_name_regex()})$")
 

@@ -4,9 +4,14 @@
 # completed from the backend registry (rl_pipeline_bench.config.validate_config).
 # Newcomer: `uv run snakemake --cores 1 reports/comparison.html` (README.md).
 
+import time
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+#: When this invocation started: onsuccess names only the reports it wrote.
+STARTED = time.time()
 
 
 configfile: "config.yaml"
@@ -39,3 +44,14 @@ rule all:
     default_target: True
     input:
         rules.render_report.output.html,
+
+
+onsuccess:
+    # The answer last, where a user looks: which reports this invocation wrote.
+    import os
+    import sys
+
+    written = [path for path in (rules.render_report.output.html, f"{rules.render_paper.output[0]}/paper.pdf")
+               if os.path.exists(path) and os.path.getmtime(path) >= STARTED]
+    for path in written:
+        print(f"Report written: {path}", file=sys.stderr)

@@ -4,8 +4,10 @@ Runs one (suite, backend, workload) several times, alternating sampler on / off,
 through `bench run` under a GPU lease (as the pipeline does), into a scratch evidence
 root. A run's time is its own clock: the last update's `completed_at` (what the contract
 measures; process start-up and imports excluded), and the process wall time is printed
-too. Prints every run, the medians, the cost (on - off) / off in percent against the
-aim of <= 1 %, and the sampler's self-measured busy fraction. Needs NVML (a GPU host).
+too. Prints every run, the medians, the cost (on - off) / off in percent of each on/off
+pair against the aim of <= 1 % with a verdict from the pairs' interval (one pair
+resolves nothing: benchmarks/verdict.py), and the sampler's self-measured busy
+fraction. Needs NVML (a GPU host).
 
     python benchmarks/bench_telemetry_overhead.py --suite reference_gpu --workload tool_history --repeats 2
 
@@ -34,6 +36,9 @@ from rl_pipeline_bench.config import load_config  # noqa: E402
 from rl_pipeline_bench.configfile import get_suite
 from rl_pipeline_bench.leases import lease_command  # noqa: E402
 from rl_pipeline_bench.probes import reference_data  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from verdict import mean_verdict  # noqa: E402
 
 
 def _config_with_telemetry(config: dict, enabled: bool, out: Path) -> Path:
@@ -101,9 +106,11 @@ def main() -> int:
     busy = statistics.median(r["telemetry"]["sampler_busy_fraction"] for r in runs[True])
     print(f"{suite.name}/{args.backend}/{args.workload}, {args.repeats} run(s) each, interval "
           f"{config['probes']['telemetry']['interval_s']} s, NVML buffers {config['probes']['telemetry']['nvml_samples']}")
+    aim = reference_data.target("sampler_overhead")
+    pair_costs = [100.0 * (a["run_s"] - b["run_s"]) / b["run_s"] for a, b in zip(runs[True], runs[False])]
+    v = mean_verdict(pair_costs, float(aim["threshold"]), at_most=aim["comparison"] in ("<=", "<"))
     print(f"median run time: sampler on {on_s:.3f} s, off {off_s:.3f} s; ratio on/off {on_s / off_s:.4f}; "
-          f"cost {cost:+.2f} % (aim {reference_data.target_text('sampler_overhead')}: "
-          f"{'met' if reference_data.judge('sampler_overhead', cost) else 'not met'})")
+          f"cost of the medians {cost:+.2f} %; per on/off pair: {v.text('{:+.2f}', ' %')}")
     print(f"sampler's own busy time (manifest telemetry.sampler_busy_fraction): median {100 * busy:.3f} % of the sampled time")
     spread = [r["run_s"] for r in runs[False]]
     if len(spread) > 1:

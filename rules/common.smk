@@ -9,6 +9,7 @@ import shlex
 
 from rl_pipeline_bench.config import validate_config
 from rl_pipeline_bench.configfile import ConfigError, get_suite, safe_name_regex
+from rl_pipeline_bench.progress import PREFIX as _progress_prefix
 from rl_pipeline_bench.spec import SPEC_ID_PATTERN, RunSpec, SpecError, build_spec, load_spec
 
 try:
@@ -34,6 +35,8 @@ SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUIT
 #: Every attempt's events (rl_pipeline_bench.attempts), appended to by runs and summaries.
 #: No job outputs it (Snakemake would delete it before re-running that job).
 ATTEMPTS_INDEX = "results/attempts.jsonl"
+#: A grep pattern for the lines of a running benchmark that reach the terminal (rules/runs.smk).
+PROGRESS_LINES = f"^{_progress_prefix}"
 
 
 wildcard_constraints:
@@ -42,10 +45,18 @@ wildcard_constraints:
 
 
 def attempts_index_input(wildcards):
-    """The index as a report input once it exists: a new attempt then makes the report out of date."""
+    """The index as a report input: a new attempt makes the report out of date.
+
+    An empty index is made here when there is none yet (an empty index reads as no
+    attempts), so the report's input list is the same before and after the first run;
+    a list that grew by the index made the next invocation re-render the report.
+    """
     import os
 
-    return [ATTEMPTS_INDEX] if os.path.exists(ATTEMPTS_INDEX) else []
+    os.makedirs(os.path.dirname(ATTEMPTS_INDEX), exist_ok=True)
+    with open(ATTEMPTS_INDEX, "a", encoding="utf-8"):
+        pass
+    return [ATTEMPTS_INDEX]
 
 
 def _check_topology(spec):
@@ -60,6 +71,39 @@ def _check_topology(spec):
 
 
 _check_topology(RunSpec(SPECS[SPEC_ID]))
+
+
+def model_inputs(wildcards):
+    """rules/model.smk: a local model's build inputs; before a hub model is downloaded, the machine checks."""
+    from rl_pipeline_bench.snapshots import model_rule_params
+
+    params = model_rule_params(config, wildcards.model)
+    if params["source"] == "hub":
+        check_before_download(wildcards.model, params)
+    return params["inputs"]
+
+
+def check_before_download(model, params):
+    """Stop, at DAG time, before a hub snapshot is downloaded for a suite this machine cannot run.
+
+    Runs only when the download would happen (no identity record, the pinned revision not
+    in HF_HOME); rl_pipeline_bench.readiness lists every missing GPU, engine, Hub or disk.
+    The GPU check follows the executor: NVML here, `sinfo` under --profile profiles/slurm.
+    """
+    import os
+
+    from rl_pipeline_bench.readiness import NotReady, check_before_download as _check
+    from rl_pipeline_bench.snapshots import snapshot_dir
+
+    if os.path.exists(f"results/models/{model}.json") or snapshot_dir(
+            params["hf_home"], params["repo_id"], params["revision"]).is_dir():
+        return
+    suite = SUITE if SUITE["model"] == model else {}
+    executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
+    try:
+        _check(SUITE.name if suite else f"(none: model {model} alone)", suite, params, params["hf_home"], executor)
+    except NotReady as exc:
+        raise WorkflowError(str(exc))
 
 
 def spec_file(spec_id):
@@ -192,6 +236,13 @@ def eval_run_inputs(wildcards):
     return _eval_call(_eval_targets.run_pointers, wildcards.esuite, wildcards.policy)
 
 
+def eval_run_dirs(wildcards):
+    """The evaluation runs' directories (see record_dirs): a deleted eval.json is evaluated again."""
+    import os
+
+    return record_dirs([os.path.dirname(p) for p in eval_run_inputs(wildcards)])
+
+
 def eval_user_args(wildcards):
     """Paths the user brought, as `bench eval run` options (only those that are set)."""
     args = []
@@ -227,6 +278,32 @@ def spec_probes(spec_id):
     from rl_pipeline_bench.probes.settings import probe_targets
 
     return probe_targets(spec_id)
+
+
+def record_dirs(dirs):
+    """Directories holding derived or measured records, as inputs: deleting a record makes them new.
+
+    Snakemake never re-makes a missing file whose consumers are up to date (missing inputs
+    have no time). Deleting a file does change its directory's mtime, so with the directory
+    as an input the consumer is out of date and Snakemake re-makes what is missing in it:
+    a deleted summary.json, infra.json, probe record or eval.json comes back when the
+    report is asked for (README, docs/probes.md). A deleted run.json alone re-renders the
+    report from the summary that is still there and re-runs nothing. The directories are
+    made here, before any job, so the input list is the same before and after the runs
+    that fill them (an input list that changes re-renders the report once more).
+    """
+    import os
+
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    return list(dirs)
+
+
+def spec_record_dirs(spec_id):
+    """Every run directory of a spec and its probe directory (see record_dirs)."""
+    import os
+
+    return record_dirs(spec_runs(spec_id) + sorted({os.path.dirname(p) for p in spec_probes(spec_id)}))
 
 
 def spec_run_infra(spec_id):

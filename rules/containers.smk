@@ -15,6 +15,8 @@ localrules:
 
 
 rule image_build:
+    message:
+        "build the {wildcards.backend} image"
     input:
         recipe="results/provenance/recipes/{backend}.json",
         source="results/provenance/source.json",

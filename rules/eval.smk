@@ -19,6 +19,8 @@ localrules:
 
 
 rule eval_spec:
+    message:
+        "evaluation spec {wildcards.esuite}-{wildcards.ehash}"
     output:
         "results/eval/{esuite}-{ehash}/spec.json",
     log:
@@ -32,6 +34,8 @@ rule eval_spec:
 
 
 rule eval_run:
+    message:
+        "evaluate {wildcards.policy} run {wildcards.run} ({wildcards.esuite}-{wildcards.ehash}); log: {log}"
     input:
         spec=ancient(rules.eval_spec.output[0]),
     output:
@@ -51,9 +55,12 @@ rule eval_run:
 
 
 rule eval_summary:
+    message:
+        "summarize evaluation {wildcards.policy} ({wildcards.esuite}-{wildcards.ehash})"
     input:
         spec=rules.eval_spec.output[0],
         runs=eval_run_inputs,
+        run_dirs=eval_run_dirs,  # a deleted eval.json is evaluated again (common.smk, record_dirs)
     output:
         "results/eval/{esuite}-{ehash}/{policy}/summary.json",
     log:

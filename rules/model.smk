@@ -17,8 +17,10 @@ localrules:
 
 
 rule model_identity:
+    message:
+        "model {wildcards.model}: build or resolve the pinned snapshot and hash it"
     input:
-        lambda wc: _model_params(config, wc.model)["inputs"],
+        model_inputs,
     output:
         "results/models/{model}.json",
     log:

@@ -18,6 +18,8 @@ localrules:
 
 
 rule model_flops:
+    message:
+        "FLOPs card of {wildcards.model}"
     input:
         model=ancient("results/models/{model}.json"),
     output:
@@ -29,6 +31,8 @@ rule model_flops:
 
 
 rule allreduce_probe:
+    message:
+        "all-reduce probe ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
@@ -46,6 +50,8 @@ rule allreduce_probe:
 
 
 rule storage_probe:
+    message:
+        "storage probe ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:
@@ -59,6 +65,8 @@ rule storage_probe:
 
 
 rule checkpoint_probe:
+    message:
+        "checkpoint probe ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
         model=lambda wc: ancient(model_record(wc)),

@@ -27,6 +27,8 @@ localrules:
 
 
 rule recipe_hash:
+    message:
+        "hash the {wildcards.backend} recipe"
     input:
         lambda wc: [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.recipe_files(wc.backend, _PROV_ROOT)],
     output:
@@ -42,6 +44,8 @@ rule recipe_hash:
 
 
 rule source_hash:
+    message:
+        "hash the benchmark source"
     input:
         [_prov_os.path.relpath(_PROV_ROOT / f) for f in _prov.source_files(_PROV_ROOT)],
     output:

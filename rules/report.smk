@@ -9,6 +9,8 @@ localrules:
 
 
 rule render_report:
+    message:
+        "render {output.html}"
     input:
         spec=spec_file(SPEC_ID),
         summaries=spec_summaries(SPEC_ID),
@@ -22,6 +24,8 @@ rule render_report:
         offered_figures=spec_offered_figures(SPEC_ID),
         run_infra=spec_run_infra(SPEC_ID),
         probes=spec_probes(SPEC_ID),
+        # A deleted summary, infra or probe record is made again (common.smk, record_dirs).
+        record_dirs=lambda wc: spec_record_dirs(SPEC_ID),
     output:
         html="reports/comparison.html",
         tables=directory("reports/tables"),
@@ -48,6 +52,8 @@ rule render_report:
 # Two rules so a machine without TeX keeps the sources: the failing compile step removes
 # only its own output, and its error says what to install.
 rule paper_sources:
+    message:
+        "paper sources -> {output}"
     input:
         spec=spec_file(SPEC_ID),
         summaries=spec_summaries(SPEC_ID),
@@ -57,6 +63,7 @@ rule paper_sources:
         evals=eval_summaries(config.get("eval_suite")),
         run_infra=spec_run_infra(SPEC_ID),
         probes=spec_probes(SPEC_ID),
+        record_dirs=lambda wc: spec_record_dirs(SPEC_ID),
     output:
         directory("reports/paper_sources"),
     log:
@@ -73,6 +80,8 @@ rule paper_sources:
 
 
 rule render_paper:
+    message:
+        "compile the paper -> {output}"
     input:
         rules.paper_sources.output,
     output:

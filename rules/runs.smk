@@ -17,6 +17,8 @@ localrules:
 
 
 rule run_benchmark:
+    message:
+        "run {wildcards.backend} {wildcards.workload} trial{wildcards.trial} ({wildcards.spec}); log: {log}"
     input:
         unpack(run_inputs),
     output:
@@ -32,8 +34,11 @@ rule run_benchmark:
         lease=lease_prefix,
         image=image_args,
         attempts=ATTEMPTS_INDEX,
+        progress=PROGRESS_LINES,
     shell:
-        # Preflight (recipe/source/image/model identity) runs before any GPU lease.
+        # Preflight (recipe/source/image/model identity) runs before any GPU lease. The run's
+        # whole output goes to its log; only its progress lines (one per update) also reach
+        # the terminal (rl_pipeline_bench.progress). pipefail keeps the run's exit status.
         "bench preflight --spec {input.spec:q} --backend {wildcards.backend}"
         " --model-record {input.model} > {log} 2>&1 && "
         "{params.lease}bench run --spec {input.spec:q} --backend {wildcards.backend}"
@@ -41,13 +46,15 @@ rule run_benchmark:
         " --model-record {input.model} --plan {input.plan}"
         " --recipe-record {input.recipe} --source-record {input.source}"
         " --evidence-root results/evidence --attempts-index {params.attempts:q} {params.image}"
-        " --run-json {output} >> {log} 2>&1"
+        " --run-json {output} 2>&1 | tee -a {log} | {{ grep --line-buffered {params.progress:q} >&2 || true; }}"
 
 
 # One job per run writes both derived records: summary.json (rates, validity) and
 # infra.json (telemetry per phase, peak memory, MFU; `bench probe summarize-run`). Two
 # jobs per run made planning 1000 runs cost 1000 more DAG jobs (benchmarks/bench_report.py).
 rule summarize_run:
+    message:
+        "summarize {wildcards.backend} {wildcards.workload} trial{wildcards.trial} ({wildcards.spec})"
     input:
         run=rules.run_benchmark.output[0],
         spec=ancient(rules.run_spec.output[0]),

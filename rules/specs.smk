@@ -14,6 +14,8 @@ localrules:
 
 
 rule run_spec:
+    message:
+        "write the run spec {wildcards.spec}"
     output:
         "results/specs/{spec}.json",
     log:

@@ -9,6 +9,8 @@ localrules:
 
 
 rule mlflow_export:
+    message:
+        "export to MLflow ({wildcards.suite})"
     input:
         summaries=spec_summaries(SPEC_ID),
         evals=eval_summaries(config.get("eval_suite")),

@@ -10,6 +10,8 @@ localrules:
 
 
 rule workload_plan:
+    message:
+        "plan {wildcards.workload} ({wildcards.spec})"
     input:
         spec=ancient(rules.run_spec.output[0]),
     output:

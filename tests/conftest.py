@@ -23,5 +23,17 @@ def smoke_workdir(tmp_path_factory) -> Path:
     """
     workdir = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
     proc = snakemake(workdir, "reports/comparison.html", extra_env=PLANTED_SECRETS)
+    terminal_of(workdir).write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, "smoke pipeline failed"
     return workdir
+
+
+def terminal_of(workdir: Path) -> Path:
+    """Where smoke_workdir keeps what its pipeline run printed (beside the copy, not in it)."""
+    return workdir.parent / "terminal.txt"
+
+
+@pytest.fixture(scope="session")
+def smoke_terminal(smoke_workdir) -> str:
+    """Everything the smoke pipeline run printed: what a newcomer's terminal showed."""
+    return terminal_of(smoke_workdir).read_text()

@@ -24,10 +24,13 @@ PLANTED_ENV = {
     "OPENAI_KEY": "sk-Pl4ntedOpenAiStyleKey00000013",
     "SESSION_COOKIE": "Pl4ntedCookie0014",
     "UNRELATED_SETTING": "Pl4ntedInnocentLooking0015",  # no secret name, no secret shape: only the allow-list stops it
-    # allow-listed names that still hold credentials: the second line must catch them
+    # allow-listed prefixes that still hold credentials: a secret name, or a name not known to shape a run
     "HF_TOKEN": "hf_Pl4ntedHuggingFaceToken00016",
     "HF_MIRROR_URL": "https://mirror:Pl4ntedMirrorPass0017@hf-mirror.internal",  # HF_ prefix, read by no library
     "RL_BENCH_TRACKING_URI": "https://tracker.internal/api?project=x&access_token=Pl4ntedQueryToken0018",
+    # allowed prefixes, innocent names, no secret shape: only "not a known run-shaping variable" stops them
+    "RL_BENCH_DB_LOGIN": "Pl4ntedUnderAllowedPrefix0041",
+    "SLURM_JOB_COMMENT": "deploy with Pl4ntedFreeText0042 please",
     "NCCL_IB_HCA": "mlx5_0",
     # run-shaping values that must survive
     "CUDA_VISIBLE_DEVICES": "GPU-0000",
@@ -37,6 +40,9 @@ PLANTED_ENV = {
     "HOME": "/home/someone",
     "PATH": "/usr/bin",
 }
+
+#: Values that neither their names nor their shapes give away: only what is recorded keeps them out.
+SHAPELESS = frozenset({"UNRELATED_SETTING", "RL_BENCH_DB_LOGIN", "SLURM_JOB_COMMENT"})
 
 #: Only the secrets, for planting into a real run's environment (no PATH/HOME overrides).
 PLANTED_SECRETS = {k: v for k, v in PLANTED_ENV.items() if MARK in v}

@@ -138,3 +138,77 @@ def test_spec_hash_keys_the_work_and_bad_names_are_refused():
     with pytest.raises(ConfigError, match="exceeds the 50 init states"):
         _spec(n=51)
     assert not math.isnan(a["seed"])
+
+
+# -- evaluation evidence is validated like run evidence (eval.validate) ----------------------------
+
+def _forged(tmp_path, spec, column: str, values) -> pd.DataFrame:
+    """Episodes as a forged episodes.parquet holds them: `column` rewritten, read back through read_episodes."""
+    from rl_pipeline_bench.eval.episodes import EPISODES, read_episodes
+
+    ep = _episodes(spec, lambda *a: False, group_of=LABELS.get)
+    ep[column] = pd.Series(values, dtype=object) if isinstance(values, list) else values
+    ep.to_parquet(tmp_path / EPISODES)
+    return read_episodes(tmp_path)
+
+
+@pytest.mark.parametrize("forged", [float("nan"), "False", 5, 1.0])
+def test_a_success_that_is_not_a_bool_is_unsuccessful_and_named(tmp_path, forged):
+    spec = _spec(runs=1)
+    ep = _forged(tmp_path, spec, "success", forged)
+    s = aggregate.summarize(ep, spec, "p")
+    assert not s["complete"] and s["overall"]["success_rate_mean"] == 0.0
+    (reason,) = [p for p in s["problems"] if p.startswith("success_not_bool:")]
+    assert f"{len(ep)} episode(s) with success of type {type(forged).__name__}" in reason
+
+
+@pytest.mark.parametrize("column,values,code", [
+    ("steps", 600, "steps_above_max"),      # max_steps is 512 in the fixture ...
+    ("steps", -1, "steps_invalid"),
+    ("steps", 2.5, "steps_invalid"),
+    ("max_steps", 10_000, "max_steps_mismatch"),  # ... and the spec's max for these tasks
+    ("scenario", 99, "episode_not_in_plan"),
+    ("suite_task", "libero_goal", "episode_not_in_plan"),
+    ("run", 7, "episode_not_in_plan"),
+    ("group", "Goal", "episode_not_in_plan"),
+    ("task_index", -1, "episode_not_in_plan"),
+    ("task_index", ["x"] * 16, "episode_not_in_plan"),
+])
+def test_episodes_outside_the_plan_or_its_limits_make_the_summary_incomplete(tmp_path, column, values, code):
+    spec = _spec(runs=1)
+    spec["max_steps"] = {t: 512 for t in spec["tasks"]}
+    clean = aggregate.summarize(_episodes(spec, lambda *a: False, group_of=LABELS.get), spec, "p")
+    assert clean["complete"], clean["problems"]
+    ep = _forged(tmp_path, spec, column, values)
+    s = aggregate.summarize(ep, spec, "p")
+    assert not s["complete"] and any(p.startswith(f"{code}: ") for p in s["problems"]), s["problems"]
+
+
+@pytest.mark.parametrize("status", ["failed", "running"])
+def test_a_run_that_did_not_complete_makes_the_summary_incomplete(tmp_path, status):
+    from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest
+    from rl_pipeline_bench.eval.summary import summarize_runs
+    from rl_pipeline_bench.atomicfile import atomic_write_json
+
+    spec = _spec(runs=1)
+    spec_path = eval_spec.spec_dir(spec, tmp_path) / "spec.json"
+    spec_path.parent.mkdir()
+    atomic_write_json(spec_path, spec)
+    ev = tmp_path / "ev-run1"
+    ev.mkdir()
+    write_episodes(ev, _episodes(spec, lambda *a: True, group_of=LABELS.get).to_dict("records"))
+    write_manifest(ev, {"eval_run_id": "ev-run1", "spec_hash": spec["hash"], "run": 1, "status": status,
+                        "started_at": "t0", "finished_at": None, "policy": {"policy_id": "p"}, "packages": {}})
+    pointer = tmp_path / "eval.json"
+    atomic_write_json(pointer, {"evidence_dir": str(ev)})
+    s = summarize_runs(spec_path, "p", [pointer], tmp_path / "summary.json")
+    assert not s["complete"] and f"run_not_completed: run 1 (ev-run1) has status '{status}'" in s["problems"]
+
+
+def test_every_eval_reason_code_is_documented():
+    from rl_pipeline_bench.eval.validate import EVAL_REASON_CODES
+    from rl_pipeline_bench.paths import ROOT
+
+    doc = (ROOT / "docs" / "validation.md").read_text()
+    for code in EVAL_REASON_CODES:
+        assert f"`{code}`" in doc, code

@@ -93,11 +93,31 @@ def test_smoke_evaluation_writes_evidence_and_summary(evaluated):
             assert (ev / "eval.log").read_text().count("progress:") >= 1
 
 
+def test_deleted_eval_json_is_evaluated_again_when_the_summary_is_asked_for(evaluated):
+    """README, Task-quality evaluation: delete a run's eval.json, then the same command evaluates that run
+    again (fresh evidence, the old kept) and re-summarizes; the other run is not evaluated again."""
+    workdir, ckpts = evaluated
+    spec = eval_spec.resolve(load_config(workdir / "config.yaml"), "smoke")
+    policy = workdir / "results/eval" / f"smoke-{spec['hash']}" / checkpoint_id(ckpts / "actor/global_step_5")
+    pointer = policy / "run1" / "eval.json"
+    old = json.loads(pointer.read_text())
+    other = (policy / "run2" / "eval.json").read_bytes()
+    pointer.unlink()
+    proc = _snakemake(workdir, "eval_all", "--configfile", "checkpoints-only.yaml",
+                      "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
+    assert proc.returncode == 0
+    new = json.loads(pointer.read_text())
+    assert new["evidence_dir"] != old["evidence_dir"] and (workdir / old["evidence_dir"]).is_dir()
+    assert (policy / "run2" / "eval.json").read_bytes() == other
+    summary = json.loads((policy / "summary.json").read_text())
+    assert new["evidence_dir"] in [r["evidence_dir"] for r in summary["runs"]]
+
+
 def test_scheduled_evaluation_runs_only_new_checkpoints(evaluated):
     workdir, ckpts = evaluated
     new = checkpoint_id(_checkpoint(ckpts, 10))
     old = checkpoint_id(ckpts / "actor/global_step_5")
-    proc = _snakemake(workdir, "-n", "eval_all", "--configfile", "checkpoints-only.yaml",
+    proc = _snakemake(workdir, "-n", "-p", "eval_all", "--configfile", "checkpoints-only.yaml",
                       "--config", "eval_suite=smoke", f"eval_checkpoints_dir={ckpts}")
     assert proc.returncode == 0
     planned = [line for line in proc.stdout.splitlines() if "bench eval run" in line]

@@ -206,3 +206,101 @@ def test_unreachable_server_is_named_before_work(summaries, capsys):
         check_server(uri)
     assert main(["mlflow", "export", "--results", str(tmp / "results"), "--uri", uri]) == 2
     assert f"MLflow tracking server {uri} does not answer" in capsys.readouterr().err
+
+
+def _runs_by_key(client, experiment: str) -> dict[str, list]:
+    exp = client.get_experiment_by_name(experiment)
+    out: dict[str, list] = {}
+    for r in client.search_runs([exp.experiment_id]):
+        out.setdefault(r.data.tags["rl_bench.key"], []).append(r)
+    return out
+
+
+def test_a_changed_summary_replaces_what_was_logged(server, tmp_path):
+    """Export, re-summarise the run after its evidence changed (now invalid), export again:
+    MLflow must show the new verdict and figures, once, not the old ones."""
+    from mlflow.tracking import MlflowClient
+
+    from rl_pipeline_bench.contract.summary import summarize_to_file
+
+    summary = _benchmark_summary(tmp_path)
+    args = ["--summaries", str(summary), "--experiment", "stale-verdict"]
+    first = _export(server, tmp_path, *args)
+    assert [r["action"] for r in first["runs"]] == ["logged"]
+    client = MlflowClient(server)
+    (key,) = _runs_by_key(client, "stale-verdict")
+    old = client.get_run(first["runs"][0]["run_id"])
+    assert old.data.params["valid"] == "True"
+
+    s = json.loads(summary.read_text())
+    manifest_path = Path(s["evidence_dir"]) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["status"] = "failed"  # the evidence now says the run failed
+    manifest_path.write_text(json.dumps(manifest))
+    summarize_to_file(Path(s["evidence_dir"]), summary)
+    assert json.loads(summary.read_text())["valid"] is False
+
+    second = _export(server, tmp_path, *args)
+    (entry,) = second["runs"]
+    assert entry["action"] == "replaced" and entry["run_id"] != old.info.run_id and entry["digest"] != first["runs"][0]["digest"]
+    (now,) = _runs_by_key(client, "stale-verdict")[key]  # one run under the key: the old one is gone
+    assert now.info.run_id == entry["run_id"] and now.data.params["valid"] == "False"
+    assert now.data.tags["rl_bench.digest"] == entry["digest"]
+    assert client.get_run(old.info.run_id).info.lifecycle_stage == "deleted"
+    third = _export(server, tmp_path, *args)  # and then it is stable again
+    assert [(r["action"], r["run_id"]) for r in third["runs"]] == [("kept", entry["run_id"])]
+
+
+def _concurrent_exports(uri: str, tmp: Path, experiment: str, n: int = 3) -> list[dict]:
+    results = tmp / "results"
+    cmd = [sys.executable, "-m", "rl_pipeline_bench.cli", "mlflow", "export", "--results", str(results),
+           "--uri", uri, "--experiment", experiment]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # MLflow imports: keep bytecode
+    procs = [subprocess.Popen(cmd + ["--record", str(tmp / f"concurrent-{experiment}-{i}.json")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(n)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and "Traceback" not in err, err[-3000:]
+    return [json.loads((tmp / f"concurrent-{experiment}-{i}.json").read_text()) for i in range(n)]
+
+
+@pytest.mark.parametrize("store", ["fresh-sqlite", "server"])
+def test_concurrent_exports_log_each_key_once(server, summaries, tmp_path, store):
+    from mlflow.tracking import MlflowClient
+
+    tmp, _, _ = summaries
+    uri = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}" if store == "fresh-sqlite" else server
+    (tmp_path / "fresh").mkdir()
+    experiment = f"concurrent-{store}"
+    records = _concurrent_exports(uri, tmp, experiment)
+    by_key = _runs_by_key(MlflowClient(uri), experiment)
+    assert len(by_key) == 3 and all(len(runs) == 1 for runs in by_key.values()), by_key
+    for rec in records:  # every export names the one run that is there
+        assert {r["key"]: r["run_id"] for r in rec["runs"]} == {k: runs[0].info.run_id for k, runs in by_key.items()}
+    actions = sorted(r["action"] for rec in records for r in rec["runs"])
+    assert actions == ["kept"] * 6 + ["logged"] * 3, actions
+
+
+def test_a_duplicate_from_a_racing_export_on_another_host_is_removed(server, tmp_path):
+    """The lock serialises exports on one host only; an export from another host that logged the
+    same key and digest meanwhile (made here by hand, as that host's exporter would) leaves one run."""
+    from mlflow.tracking import MlflowClient
+
+    from rl_pipeline_bench.tracking import mlflow_export
+    from rl_pipeline_bench.tracking.records import benchmark_record
+
+    summary = _benchmark_summary(tmp_path)
+    args = ["--summaries", str(summary), "--experiment", "racing-host"]
+    (first,) = _export(server, tmp_path, *args)["runs"]
+    client = MlflowClient(server)
+    record = benchmark_record(summary)
+    experiment_id = client.get_experiment_by_name("racing-host").experiment_id
+    twin = client.create_run(experiment_id, run_name=record.name, tags={
+        mlflow_export.KEY_TAG: record.key, mlflow_export.KIND_TAG: record.kind,
+        mlflow_export.DIGEST_TAG: record.digest(), mlflow_export.DONE_TAG: "true"})
+    client.set_terminated(twin.info.run_id, status="FINISHED")
+    assert len(_runs_by_key(client, "racing-host")[record.key]) == 2
+
+    (again,) = _export(server, tmp_path, *args)["runs"]
+    (left,) = _runs_by_key(client, "racing-host")[record.key]
+    assert again["action"] == "kept" and left.info.run_id == again["run_id"] == first["run_id"]  # the earliest stays

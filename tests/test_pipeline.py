@@ -21,6 +21,8 @@ from workflow_copy import scheduled_jobs as _jobs
 from workflow_copy import snakemake as _snakemake
 from workflow_copy import spec_id as smoke_spec
 
+from rl_pipeline_bench.progress import PREFIX as PROGRESS
+
 WORKLOADS = ["multi_turn", "long_generation", "tool_history", "multi_turn_salted"]
 
 
@@ -58,6 +60,27 @@ def test_smoke_pipeline_produces_valid_runs_and_report(smoke_workdir):
     assert "smoke" in html and all(w in html for w in WORKLOADS)
     headline = pd.read_csv(smoke_workdir / "reports/tables/headline.csv")
     assert len(headline) == len(WORKLOADS)
+
+
+def test_asking_again_has_nothing_to_do(smoke_workdir):
+    """Right after the first pipeline run: the same command plans no job (its inputs are the same list)."""
+    proc = snakemake(smoke_workdir, "-n", "reports/comparison.html")
+    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr, _jobs(proc)
+
+
+def test_terminal_shows_each_update_short_lines_and_where_the_report_is(smoke_terminal):
+    """README, Quick start: one line per job, one per completed update of each run, the report's path last."""
+    lines = smoke_terminal.splitlines()
+    for w in WORKLOADS:
+        mine = [line for line in lines if line.startswith(f"{PROGRESS} reference {w} trial1: ")]
+        updates = [int(line.split(": update ")[1].split("/")[0]) for line in mine if ": update " in line]
+        assert updates == list(range(1, 21)), mine
+        assert "started, 20 updates" in mine[0] and "completed in" in mine[-1]
+    assert "Shell command" not in smoke_terminal
+    assert max(len(line) for line in lines) <= 200, max(lines, key=len)
+    assert "Job 0: render reports/comparison.html" in smoke_terminal
+    assert [line for line in lines if line.startswith("Report written:")] == ["Report written: reports/comparison.html"]
+    assert lines.index("Report written: reports/comparison.html") > lines.index("21 of 21 steps (100%) done")
 
 
 def test_smoke_report_has_the_infrastructure_section_with_cpu_figures(smoke_workdir):
@@ -160,6 +183,68 @@ def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
     assert summary["run_id"] == new["run_id"]
 
 
+def test_deleting_a_summary_and_asking_for_the_report_makes_it_again(smoke_workdir):
+    before = _run_dirs(smoke_workdir)
+    summary = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/tool_history/trial1/summary.json"
+    old = json.loads(summary.read_text())
+    summary.unlink()
+    proc = snakemake(smoke_workdir, "reports/comparison.html")
+    assert proc.returncode == 0
+    assert "summarize_run" in _jobs(proc) and "render_report" in _jobs(proc) and "run_benchmark" not in _jobs(proc)
+    assert json.loads(summary.read_text())["run_id"] == old["run_id"]
+    assert _run_dirs(smoke_workdir) == before
+
+
+def test_deleting_a_probe_record_measures_it_again_with_the_report(smoke_workdir):
+    """docs/probes.md: `rm -f results/probes/smoke-*/storage.json`, then ask for the report."""
+    probes = smoke_workdir / f"results/probes/{smoke_spec(smoke_workdir)}"
+    others = {p.name: p.read_bytes() for p in probes.iterdir() if p.name != "storage.json"}
+    (probes / "storage.json").unlink()
+    before = _run_dirs(smoke_workdir)
+    proc = snakemake(smoke_workdir, "reports/comparison.html")
+    assert proc.returncode == 0
+    assert "storage_probe" in _jobs(proc) and "render_report" in _jobs(proc) and "run_benchmark" not in _jobs(proc)
+    assert json.loads((probes / "storage.json").read_text())["size_bytes"] > 0
+    assert {p.name: p.read_bytes() for p in probes.iterdir() if p.name != "storage.json"} == others
+    assert _run_dirs(smoke_workdir) == before
+
+
+def test_deleting_run_json_alone_never_reruns_the_benchmark(smoke_workdir):
+    """DESIGN: a report target never re-runs a benchmark; the summary still there is reported."""
+    run_json = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/long_generation/trial1/run.json"
+    record = run_json.read_bytes()
+    before = _run_dirs(smoke_workdir)
+    run_json.unlink()
+    try:
+        proc = snakemake(smoke_workdir, "reports/comparison.html")
+        assert proc.returncode == 0
+        assert "run_benchmark" not in _jobs(proc) and "summarize_run" not in _jobs(proc)
+        assert not run_json.exists() and _run_dirs(smoke_workdir) == before
+    finally:
+        run_json.write_bytes(record)
+        run_json.chmod(0o444)
+
+
+def test_bench_run_suite_runs_what_the_suite_lacks_through_the_workflow(smoke_workdir):
+    """The original launcher's `bench run --suite NAME`: Snakemake's report target, so only the run whose
+    records were deleted runs (serially, under the workflow's rules), then its summary and the report."""
+    from workflow_copy import workflow_env
+
+    run_dir = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/tool_history/trial1"
+    (run_dir / "run.json").unlink()
+    (run_dir / "summary.json").unlink()
+    before = _run_dirs(smoke_workdir)
+    proc = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--suite", "smoke"], cwd=smoke_workdir,
+                          env=workflow_env(smoke_workdir, extra_env=PLANTED_SECRETS), capture_output=True, text=True,
+                          timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "bench: snakemake --cores 1 reports/comparison.html --config suite=smoke" in proc.stderr
+    counts = {row[0]: int(row[1]) for row in map(str.split, _jobs(proc).splitlines()) if len(row) == 2 and row[1].isdigit()}
+    assert counts["run_benchmark"] == 1 and counts["summarize_run"] == 1 and counts["render_report"] == 1, counts
+    assert len(_run_dirs(smoke_workdir)) == len(before) + 1
+    assert json.loads((run_dir / "summary.json").read_text())["valid"]
+
+
 def test_forced_run_never_replaces_a_run_record(smoke_workdir):
     """--forcerun run_benchmark (as root protected() does not bind) keeps run.json: bench run refuses
     to replace it, and a second bench run given the same --run-json refuses too."""
@@ -233,6 +318,7 @@ def test_planted_secrets_are_written_nowhere(smoke_workdir):
     manifest = json.loads((evidence / "manifest.json").read_text())
     assert "hf_cache=<redacted>" in manifest["command"] and manifest["env"]["HF_TOKEN"] == "<redacted>"
     assert "PGPASSWORD" not in manifest["env"] and "UNRELATED_SETTING" not in manifest["env"]
+    assert manifest["env"]["RL_BENCH_DB_LOGIN"] == manifest["env"]["SLURM_JOB_COMMENT"] == "<not recorded>"
     leaks, checked = [], 0
     for top in ("results", "reports", "logs", ".snakemake"):
         for path in (smoke_workdir / top).rglob("*"):

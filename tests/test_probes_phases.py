@@ -143,3 +143,19 @@ def test_run_without_telemetry_says_why(tmp_path):
     ev2 = build_evidence(tmp_path, manifest={"telemetry": {"status": "unavailable", "reason": "NVML could not be initialised: x"}})
     t2 = summarize_run_infra(ev2, None)["telemetry"]
     assert t2["status"] == "unavailable" and t2["reason"].startswith("NVML")
+
+
+def test_update_phase_without_a_poll_inside_takes_peak_memory_from_the_polls_around_it():
+    """Trainer intervals shorter than the poll interval (as on the H200): no poll lands inside one."""
+    intervals = _intervals([(0, 1, 1.1, 1.3), (0, 2, 3.1, 3.2)])
+    calls = _calls([(0.0, 1.1), (1.3, 3.1)])
+    rows = [_row(t, 0, "poll", 5, 1, used, 10000) for t, used in ((0.5, 1000), (1.0, 1200), (2.0, 6000),
+                                                                 (3.0, 6100), (4.0, 6300), (5.0, 9000))]
+    rows += [_row(1.2, 0, "nvml_samples", util=80), _row(3.15, 0, "nvml_samples", util=90)]
+    stats = phases.phase_stats(pd.DataFrame(rows), intervals, calls)
+    upd = _get(stats, 0, "update")
+    assert upd["poll_samples"] == 0 and upd["gpu_util_mean"] == pytest.approx(85.0)
+    # bracketing polls: 1.0 and 2.0 around [1.1, 1.3]; 3.0 and 4.0 around [3.1, 3.2] (not 5.0)
+    assert upd["memory_used_peak_mib"] == 6300 and upd["memory_peak_basis"] == phases.BRACKETING
+    roll = _get(stats, 0, "rollout")
+    assert roll["memory_used_peak_mib"] == 6100 and roll["memory_peak_basis"] == phases.INSIDE

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 
 import pytest
 
-from planted_secrets import MARK, PLANTED_ENV
+from planted_secrets import MARK, PLANTED_ENV, SHAPELESS
 
 from rl_pipeline_bench import redaction
 from rl_pipeline_bench.paths import ROOT
@@ -20,15 +21,62 @@ def test_env_is_recorded_by_allow_list():
     assert rec["CUDA_VISIBLE_DEVICES"] == "GPU-0000" and rec["OMP_NUM_THREADS"] == "2"
     assert rec["TORCH_HOME"] == "/cache/torch" and rec["HF_HOME"] == "/cache/hf" and rec["NCCL_IB_HCA"] == "mlx5_0"
     assert rec["HF_TOKEN"] == REDACTED  # allow-listed prefix, secret name
-    assert rec["HF_MIRROR_URL"] == f"https://mirror:{REDACTED}@hf-mirror.internal"
-    assert rec["RL_BENCH_TRACKING_URI"] == f"https://tracker.internal/api?project=x&access_token={REDACTED}"
+    # allowed prefixes, but not known to shape a run: the name is kept, the value is not
+    for name in ("HF_MIRROR_URL", "RL_BENCH_TRACKING_URI", "RL_BENCH_DB_LOGIN", "SLURM_JOB_COMMENT"):
+        assert rec[name] == redaction.NOT_RECORDED, name
     for dropped in ("PGPASSWORD", "UNRELATED_SETTING", "CACHE_URL", "HOME", "PATH", "SESSION_COOKIE"):
         assert dropped not in rec
 
 
-# UNRELATED_SETTING is left out: in free text nothing tells its value from ordinary data,
-# so only the allow-list keeps it out of the record (the pipeline test checks it is nowhere).
-@pytest.mark.parametrize("name", sorted(k for k, v in PLANTED_ENV.items() if MARK in v and k != "UNRELATED_SETTING"))
+def _random_name(prefix: str) -> str:
+    return prefix + secrets.token_hex(6).upper() + "_" + secrets.choice(["URL", "LOGIN", "NOTE", "CONFIG", "X"])
+
+
+@pytest.mark.parametrize("prefix", redaction.RUN_ENV_PREFIXES)
+def test_unknown_names_under_every_allowed_prefix_keep_their_values_out(prefix):
+    """A credential under an allowed prefix with an innocent name (RL_BENCH_, SLURM_, VLLM_, ...):
+    nothing in its name or value says secret, so only "not a known run-shaping variable" keeps it out."""
+    env = {_random_name(prefix): f"{MARK}{secrets.token_hex(8)}" for _ in range(5)}
+    env[_random_name(prefix)] = f"free text {MARK} with spaces"  # a free-text SLURM variable, say
+    env["OMP_NUM_THREADS"] = "3"
+    rec = recorded_env(env)
+    assert MARK not in json.dumps(rec), rec
+    assert set(rec) == set(env)  # the names are recorded ...
+    assert {rec[k] for k in env if k != "OMP_NUM_THREADS"} <= {redaction.NOT_RECORDED, REDACTED}  # ... not the values
+    assert rec["OMP_NUM_THREADS"] == "3"
+
+
+def test_every_recorded_value_is_a_listed_allowed_name_with_a_reason():
+    for name, why in redaction.RUN_SHAPING_VALUES.items():
+        assert redaction.is_run_variable(name) and not redaction.is_secret_name(name), name
+        assert why.strip() and "\n" not in why, name
+    assert redaction.RUN_ENV_NAMES <= set(redaction.RUN_SHAPING_VALUES)  # a single allowed name is there for its value
+
+
+def test_a_recorded_value_is_still_scrubbed():
+    rec = recorded_env({"HF_ENDPOINT": f"https://mirror:{MARK}Endpoint0040@hf-mirror.internal",
+                        "SLURM_JOB_PARTITION": "gpu", "SLURM_JOB_NAME": f"{MARK} my experiment"})
+    assert rec == {"HF_ENDPOINT": f"https://mirror:{REDACTED}@hf-mirror.internal", "SLURM_JOB_PARTITION": "gpu",
+                   "SLURM_JOB_NAME": redaction.NOT_RECORDED}
+
+
+def test_a_backend_can_add_the_variables_it_reads(monkeypatch):
+    monkeypatch.setattr(redaction, "_added_values", {})
+    name = _random_name("VLLM_")
+    prefixes = ("VLLM_", "ART_")  # a backend's own (Backend.env_prefixes)
+    assert recorded_env({name: "flash"}, prefixes) == {name: redaction.NOT_RECORDED}
+    redaction.register_run_variables({name: "which attention kernels the inference engine uses"}, prefixes)
+    assert recorded_env({name: "flash"}, prefixes) == {name: "flash"}
+    for bad in ({"PGPASSWORD": "x"}, {"VLLM_API_KEY": "x"}, {_random_name("ART_"): " "}):
+        with pytest.raises(ValueError):
+            redaction.register_run_variables(bad, prefixes)
+    with pytest.raises(ValueError, match="not under an allowed prefix"):
+        redaction.register_run_variables({name: "why"})  # without the backend's prefixes
+
+
+# SHAPELESS values are left out: in free text nothing tells them from ordinary data, so only
+# what the manifest records keeps them out (the pipeline test checks they are nowhere).
+@pytest.mark.parametrize("name", sorted(k for k, v in PLANTED_ENV.items() if MARK in v and k not in SHAPELESS))
 def test_every_planted_value_is_scrubbed_from_free_text(name):
     value = PLANTED_ENV[name]
     # a log line quoting the value, with the environment it came from known ...
@@ -154,5 +202,5 @@ def test_framework_variables_are_recorded_because_their_backend_declares_them():
     assert {"ART_", "SKYRL_", "VLLM_"} <= declared and not declared & set(RUN_ENV_PREFIXES)
     env = {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y", "NOBACKEND_SETTING": "z"}
     skyrl = backends.get("skyrl").env_prefixes
-    assert recorded_env(env, skyrl) == {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1"}
+    assert set(recorded_env(env, skyrl)) == {"SKYRL_USE_CUDA_COMPAT", "VLLM_USE_V1"}
     assert recorded_env(env) == {}  # another backend's run records none of them

@@ -13,8 +13,9 @@ from rl_pipeline_bench import workloads as wl
 from rl_pipeline_bench.backends import reference
 from rl_pipeline_bench.backends.reference import policy
 from rl_pipeline_bench.backends.reference.policy import ReferenceBackendError
+from rl_pipeline_bench.backends.reference.decode import SAMPLER, Batch, Decoder
 from rl_pipeline_bench.backends.reference.rollout import (
-    CallResult, GroupResult, PolicyBoard, TrajectoryResult, banned_token_mask, generate_forced,
+    CallResult, GroupResult, PolicyBoard, TrajectoryResult, banned_token_mask,
 )
 from rl_pipeline_bench.backends.reference.trainer import Trainer, acceptance, group_advantages, reward
 from rl_pipeline_bench.config import load_config
@@ -57,20 +58,24 @@ def make_ctx(tmp_path, record, workload="multi_turn", n_updates=3, config=None, 
     return RunContext(run_spec, "reference", workload, spec, 1, plan, record, writer, contract)
 
 
-def test_generate_forced_honours_every_length_exactly(model_record, tokenizer):
+@pytest.mark.parametrize("loop", ["eager", "static"])
+def test_decoding_honours_every_length_exactly(model_record, tokenizer, loop):
     model = policy.load_base_model(model_record["snapshot_path"], torch.device("cpu")).eval()
     banned = banned_token_mask(tokenizer, model.config.vocab_size, torch.device("cpu"))
     prompts = [[1, 53, 200, 300, 2, 1, 54], [1, 53, 400, 2, 1, 54], [1, 53] + list(range(100, 140)) + [2, 1, 54]]
     lengths = [9, 1, 23]
-    gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    keys = [1, 2, 2**62 + 3]
     ticks = iter(range(1000))
-    outs, finished = generate_forced(model, prompts, lengths, banned, gens, tokenizer.pad_token_id, lambda: float(next(ticks)))
+    decoder = Decoder(model, banned, tokenizer.pad_token_id, loop=loop)
+    outs, finished = decoder.decode(Batch(prompts, lengths, keys), lambda: float(next(ticks)))
     assert [len(o) for o in outs] == lengths
     assert not any(bool(banned[t]) for o in outs for t in o)  # no EOS, no special token, no <unk>
-    assert finished[1] < finished[0] < finished[2]  # rows leave the batch when done
-    # Same seed, same prompt, alone: the same tokens (batching and padding do not change a row's draws).
-    alone, _ = generate_forced(model, prompts[:1], lengths[:1], banned, [torch.Generator().manual_seed(1)], tokenizer.pad_token_id)
-    assert alone[0] == outs[0]
+    assert finished[1] < finished[0] < finished[2]  # each row's finish time is when it got its last token
+    # Same key, same prompt, alone or in another order: the same tokens (batch mates do not change a row's draws).
+    alone, _ = decoder.decode(Batch(prompts[2:], lengths[2:], keys[2:]))
+    assert alone[0] == outs[2]
+    swapped, _ = decoder.decode(Batch(prompts[::-1], lengths[::-1], keys[::-1]))
+    assert swapped[::-1] == outs
 
 
 def test_banned_mask_covers_special_tokens(tokenizer):
@@ -169,6 +174,13 @@ def test_short_run_writes_evidence_v1(model_record, tmp_path):
     summary = summarize(ctx.writer.path)
     assert summary["valid"], summary["reasons"]
     assert summary["e2e"]["headline"]["trajectories_per_s"] > 0
+    # calls in flight decode together across groups and updates, as an inference server batches them
+    batch_sizes = calls.groupby("started_at").size()
+    groups_per_batch = calls.groupby("started_at")[["update", "group"]].apply(lambda d: len(d.drop_duplicates()))
+    assert groups_per_batch.max() > 1 and batch_sizes.max() > ctx.spec.group_size
+    decode = manifest["reference"]["decode"]
+    assert decode["loop"] == "eager" and decode["batches"] == len(batch_sizes) and decode["graph_failure"] is None
+    assert manifest["reference"]["sampling"].endswith(SAMPLER)
 
 
 def test_extra_offered_work_keeps_generation_going_and_is_never_accepted(model_record, tmp_path):
@@ -251,18 +263,16 @@ def test_trainer_failure_raises_and_keeps_generated_calls(model_record, tmp_path
 
 
 def test_rollout_failure_raises(model_record, tmp_path, monkeypatch):
-    from rl_pipeline_bench.backends.reference import rollout as rollout_mod
-
-    original = rollout_mod.generate_forced
+    original = Decoder.decode
     calls = {"n": 0}
 
-    def failing(*args, **kwargs):
+    def failing(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] > 1:
             raise RuntimeError("rollout broke on purpose")
-        return original(*args, **kwargs)
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(rollout_mod, "generate_forced", failing)
+    monkeypatch.setattr(Decoder, "decode", failing)
     config = copy.deepcopy(load_config())
     config["reference"]["max_policy_age"] = 0  # update 2 starts only after update 1 was published
     ctx = make_ctx(tmp_path, model_record, "long_generation", 3, config)
@@ -321,3 +331,15 @@ def test_sigkill_mid_run_leaves_evidence_readable_up_to_the_last_landed_update(m
     assert not summary["valid"] and {"status_not_completed", "update_count"} <= codes
     file_codes = {f"{t}_{p}" for t in ("manifest", "updates", "calls", "intervals") for p in ("missing", "corrupt")}
     assert not codes & file_codes
+
+
+def test_update_chunks_respect_the_token_budget_and_keep_every_sample():
+    from rl_pipeline_bench.backends.reference.trainer import token_chunks
+
+    samples = [([1] * p, [2] * c, float(i)) for i, (p, c) in enumerate([(10, 5), (3, 2), (40, 30), (7, 1), (12, 12), (100, 200)])]
+    chunks = token_chunks(samples, 64)
+    assert sorted(s[2] for c in chunks for s in c) == [float(i) for i in range(6)]
+    for c in chunks:
+        width = max(len(p) + len(q) for p, q, _ in c)
+        assert len(c) == 1 or len(c) * width <= 64
+    assert [s[2] for s in chunks[0]] == [5.0]  # longer than the budget: alone, first

@@ -163,3 +163,27 @@ def test_model_loads_as_qwen3_moe(built):
     assert logits.shape == (1, 4, 4096) and bool(torch.isfinite(logits).all())
     gen = json.loads((Path(built["snapshot_path"]) / "generation_config.json").read_text())
     assert set(gen["eos_token_id"]) == {0, 2}
+
+
+def test_bfloat16_build_is_the_float32_build_rounded(tmp_path):
+    """The GPU model's dtype: the same seeded float32 draws, saved in bfloat16 (small config, same builder)."""
+    import torch
+    import yaml
+
+    cfg = yaml.safe_load(BUILD_CONFIG.read_text())
+    tokenizer = rm.build_tokenizer(int(cfg["tokenizer"]["vocab_size"]))
+    fp32 = rm.build_model(cfg, tokenizer)
+    cfg["model"]["dtype"] = "bfloat16"
+    bf16 = rm.build_model(cfg, tokenizer)
+    assert next(bf16.parameters()).dtype == torch.bfloat16
+    for (name, a), (_, b) in zip(sorted(fp32.state_dict().items()), sorted(bf16.state_dict().items())):
+        assert torch.equal(a.to(torch.bfloat16), b), name
+    cfg["model"]["dtype"] = "float16"
+    with pytest.raises(rm.SnapshotError, match="model/dtype must be one of float32, bfloat16"):
+        rm.build_model(cfg, tokenizer)
+
+
+def test_gpu_build_config_is_the_same_family_and_loads():
+    cfg = rm.load_build_config(REPO / "models" / "reference_gpu_qwen3_moe.yaml")
+    tiny = rm.load_build_config(BUILD_CONFIG)
+    assert set(cfg["model"]) == set(tiny["model"]) and rm.model_dtype(cfg) == "bfloat16"

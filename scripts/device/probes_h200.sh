@@ -5,7 +5,7 @@
 #   PROBES_SUITE=smoke OUT=/tmp/x bash scripts/device/probes_h200.sh   # the same steps on CPU (a check)
 #
 # The GPU machine has PyTorch, transformers, peft, pandas, scipy and nvidia-ml-py but no
-# Snakemake: carry the wheels of /work/shared/tools/device-wheels.sh in .whl/; they are
+# Snakemake: carry the wheels that scripts/device/wheels.sh puts in .whl/; they are
 # installed into a private --target folder (nothing system-wide) and a `bench` wrapper goes on PATH.
 #
 # What it measures, and at which scale. reference_gpu's own scale (0.25, one run 3.5-5 min measured)
@@ -44,7 +44,7 @@ WORK=$(mktemp -d /tmp/probes-h200.XXXXXX)
 setup() {
   if ! python3 -c 'import snakemake' 2>/dev/null; then
     if ! ls .whl/*.whl >/dev/null 2>&1; then
-      echo "Snakemake is missing and no wheels were carried: run /work/shared/tools/device-wheels.sh .whl first" >&2
+      echo "Snakemake is missing and no wheels were carried: run scripts/device/wheels.sh first" >&2
       return 2
     fi
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
@@ -169,7 +169,8 @@ print(int((datetime.fromisoformat(m['finished_at']) - datetime.fromisoformat(m['
     rc=0; "${cmd[@]}" | tee "$WORK/overhead.txt" || rc=$?
     { echo "sampler cost: ${cmd[*]/$CFG/override.yaml}"; sed 's/^/  /' "$WORK/overhead.txt"; } >> "$FIG"
     if [ "$rc" -ne 0 ] && [ "$DEVICE" = cuda ]; then return "$rc"; fi
-    [ "$rc" -ne 0 ] && echo "  (exit $rc: no NVML on a CPU check run)" >> "$FIG"
+    # An `if`, not `[ ... ] && echo`: as main's last command that list would make a success return 1.
+    if [ "$rc" -ne 0 ]; then echo "  (exit $rc: no NVML on a CPU check run)" >> "$FIG"; fi
   else
     echo "sampler cost: not measured (${left} s left, one run takes ~${run_s} s)" >> "$FIG"
   fi

@@ -12,7 +12,7 @@
 # summary, manifest and logs to $OUT as soon as it exists. Ends with the CV table
 # ($OUT/cv_table.csv, printed) and, when scipy is importable, the rendered report.
 #
-# For a GPU box without Snakemake: carry the wheels of /work/shared/tools/device-wheels.sh
+# For a GPU box without Snakemake: carry the wheels that scripts/device/wheels.sh puts
 # in .whl/ (plus, if the image lacks scipy, its wheel: `python3 -m pip download --no-deps
 # --only-binary=:all: --python-version 3.12 --platform manylinux_2_17_x86_64 -d .whl scipy==1.17.1`);
 # this script installs them into /tmp/site. Estimated cost at the chosen scale: about
@@ -58,6 +58,8 @@ cat "$OUT/environment.txt"
 # --- the suite, narrowed by an override (the pipeline's own --configfile path) ------------
 OVERRIDE="$OUT/override.yaml"
 printf 'suite: %s\nsuites:\n  %s:\n    workloads: [%s]\n    trials: %s\n' "$SUITE" "$SUITE" "$WORKLOADS" "$TRIALS" > "$OVERRIDE"
+# SCALE=X narrows the suite's scale too (a shorter check; its figures are at that scale, and the spec id says so)
+[ -n "${SCALE:-}" ] && printf '    scale: %s\n' "$SCALE" >> "$OVERRIDE"
 # Targets go first: --resources and --configfile take every following word as a value.
 smk() { python3 -m snakemake "$@" --cores 1 --resources gpu=1 --configfile "$OVERRIDE"; }
 SPEC=$(bench plan --configfile "$OVERRIDE" --json \

@@ -13,9 +13,11 @@ This module is the index's only reader and writer; the format is in docs/run-spe
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,17 +32,38 @@ def index_for(evidence_root: Path | str) -> Path:
     return Path(evidence_root).parent / INDEX_NAME
 
 
+def _open_index(index: Path, flags: int) -> int:
+    """Open the index itself, never what a symbolic link in its place points at (O_NOFOLLOW)."""
+    try:
+        return os.open(index, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            from .configfile import ConfigError
+
+            raise ConfigError(f"attempts index {index} is a symbolic link; the index is read and written only "
+                              "as a plain file (replace the link by the file it points at)") from None
+        raise
+
+
 def append_event(index: Path | str, event: str, run_id: str, **fields: Any) -> None:
-    """Append one event line atomically (exclusive flock, single write, fsync)."""
+    """Append one event line atomically (exclusive flock, single write, fsync).
+
+    The line always starts a line of its own: if the file ends in a torn line (a writer
+    killed mid-line, a hand edit), a newline is written first, under the same lock, so
+    the torn line is reported by readers and this event is not glued to it.
+    """
     if event not in EVENTS:
         raise ValueError(f"unknown attempt event {event!r} (known: {', '.join(EVENTS)})")
     record = {"schema": EVENT_SCHEMA, "event": event, "run_id": str(run_id), **fields}
     data = (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode("utf-8")
     index = Path(index)
     index.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    fd = _open_index(index, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -106,25 +129,46 @@ class Attempt:
         return self.status != "completed" or self.valid is False
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _event_problem(line: str) -> tuple[dict[str, Any] | None, str | None]:
+    """One line -> (event, None) or (None, why it is not one)."""
+    try:
+        record = json.loads(line, parse_constant=_no_constant)
+    except ValueError as exc:  # JSONDecodeError too; NaN and Infinity literals
+        return None, f"is not a JSON event ({exc})"
+    if not isinstance(record, dict) or record.get("schema") != EVENT_SCHEMA:
+        return None, f"is not an {EVENT_SCHEMA} event"
+    if not isinstance(record.get("run_id"), str) or not record["run_id"]:
+        return None, "has no run_id"
+    if record.get("event") not in EVENTS:
+        return None, f"has unknown event {record.get('event')!r} (known: {', '.join(EVENTS)})"
+    return record, None
+
+
 def read_events(index: Path | str) -> tuple[list[dict[str, Any]], list[str]]:
-    """All event records, and a problem line for each line that is not one (a torn last line)."""
+    """All event records, and a problem line (with its line number) for each line that is not one."""
     index = Path(index)
-    if not index.exists():
+    try:
+        fd = _open_index(index, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
         return [], []
     events, problems = [], []
-    with index.open("r", encoding="utf-8", errors="replace") as fh:
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            from .configfile import ConfigError
+
+            raise ConfigError(f"attempts index {index} is not a regular file")
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                problems.append(f"{index} line {n} is not a JSON event (ignored)")
-                continue
-            if not isinstance(record, dict) or record.get("schema") != EVENT_SCHEMA or not record.get("run_id"):
-                problems.append(f"{index} line {n} is not an {EVENT_SCHEMA} event (ignored)")
-                continue
-            events.append(record)
+            record, problem = _event_problem(line)
+            if problem:
+                problems.append(f"{index} line {n} {problem} (ignored)")
+            else:
+                events.append(record)
     return events, problems
 
 

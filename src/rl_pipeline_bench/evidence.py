@@ -206,11 +206,13 @@ class EvidenceWriter:
     order, an update only after its calls, so a crash (even SIGKILL) leaves every update
     the thread had written, with its calls and intervals, and never a half file.
     `flush()` waits until everything recorded is on disk; `finish()` writes the whole
-    tables, removes the parts, and records the final status.
+    tables, removes the parts, and records the final status. `on_update`, when given, is
+    called with each recorded update row (the runner prints it: rl_pipeline_bench.progress).
     """
 
     def __init__(self, evidence_root: Path | str, run_id: str, manifest: dict | None = None,
-                 *, flush_interval_s: float = 2.0, env_prefixes: tuple[str, ...] = ()):
+                 *, flush_interval_s: float = 2.0, on_update: Callable[[dict], None] | None = None,
+                 env_prefixes: tuple[str, ...] = ()):
         """env_prefixes: the backend's own run-shaping variables (`Backend.env_prefixes`),
         recorded in the manifest's `env` beside the common allow-list."""
         if not run_id or run_id in (".", "..") or UNSAFE_RUN_ID_CHARS.search(run_id):
@@ -218,6 +220,7 @@ class EvidenceWriter:
         self._t0 = time.monotonic()
         self._lock = threading.RLock()
         self._flush_interval_s = flush_interval_s
+        self._on_update = on_update
         self._env_prefixes = tuple(env_prefixes)
         self._last_flush = self._t0
         self._finished = False
@@ -316,6 +319,8 @@ class EvidenceWriter:
             self._check_open()
             self._tables[UPDATES].append(row)
             self._hand_off_locked()
+        if self._on_update is not None:
+            self._on_update(row)
 
     def add_calls(self, rows: Iterable[dict]) -> None:
         coerced = [_CHECK_CALL(r) for r in rows]

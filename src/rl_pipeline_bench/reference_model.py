@@ -4,7 +4,8 @@ The reference backend must run anywhere (no network, no GPU) yet go through the 
 snapshot code path a real pinned model uses: `AutoTokenizer` / `AutoModelForCausalLM`
 loading from `HF_HOME/hub/models--ORG--NAME/snapshots/REVISION/`, a chat template with
 tools, tool messages and `enable_thinking`, safetensors weights. Everything here is a
-pure function of the build config (models/tiny_qwen3_moe.yaml): the vocabulary is
+pure function of the build config (models/tiny_qwen3_moe.yaml for CPU smoke runs,
+models/reference_gpu_qwen3_moe.yaml for one GPU): the vocabulary is
 generated, the weights are drawn from one seeded CPU generator in parameter-name order,
 and the revision is a digest of the saved files, so the same config gives the same
 revision and a changed config or library output gives a new one.
@@ -185,9 +186,7 @@ def _model_config(cfg: Mapping[str, Any], tokenizer):
 
     m = dict(cfg["model"])
     rope_theta = float(m.pop("rope_theta", 10000.0))
-    dtype = m.pop("dtype", "float32")
-    if dtype != "float32":
-        raise SnapshotError(f"build config model/dtype must be float32 (got {dtype!r}); the tiny model is saved in fp32")
+    m.pop("dtype", None)  # the saved weights' dtype: model_dtype()
     return Qwen3MoeConfig(
         vocab_size=len(tokenizer),
         rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
@@ -198,11 +197,27 @@ def _model_config(cfg: Mapping[str, Any], tokenizer):
     )
 
 
+#: Weight dtypes a build config may save (model/dtype); the weights are drawn in float32 either way.
+DTYPES = ("float32", "bfloat16")
+
+
+def model_dtype(cfg: Mapping[str, Any]) -> str:
+    dtype = str((cfg.get("model") or {}).get("dtype", "float32"))
+    if dtype not in DTYPES:
+        raise SnapshotError(f"build config model/dtype must be one of {', '.join(DTYPES)} (got {dtype!r})")
+    return dtype
+
+
 def build_model(cfg: Mapping[str, Any], tokenizer):
-    """Tiny Qwen3MoeForCausalLM with weights from one seeded CPU generator (name order)."""
+    """Qwen3MoeForCausalLM with weights from one seeded CPU generator (name order), saved in model/dtype.
+
+    The draws are float32 whatever the saved dtype, so a bfloat16 build is the float32
+    build rounded, and the same config always gives the same bytes.
+    """
     import torch
     from transformers import Qwen3MoeForCausalLM
 
+    dtype = model_dtype(cfg)
     model = Qwen3MoeForCausalLM(_model_config(cfg, tokenizer)).to(torch.float32)
     gen = torch.Generator(device="cpu").manual_seed(int(cfg["seed"]))
     std = float(cfg["init_std"])
@@ -212,6 +227,7 @@ def build_model(cfg: Mapping[str, Any], tokenizer):
                 param.fill_(1.0)
             else:
                 param.copy_(torch.randn(param.shape, generator=gen, dtype=torch.float32) * std)
+    model = model.to(getattr(torch, dtype))
     model.eval()
     return model
 

@@ -18,18 +18,18 @@ from typing import Any
 
 import pandas as pd
 
-from . import attempts, image_runs
+from . import attempts, image_runs, progress
 from . import workloads as wl
 from . import backends
 from .atomicfile import atomic_write_json
 from .configfile import ConfigError, check_member
-from .evidence import EvidenceWriter
+from .evidence import RUN_LOG, EvidenceWriter
 from .timestamps import new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .probes.telemetry import beside_run
 from .provenance import native_identity
-from .redaction import redact_text
+from .redaction import redact_text, register_run_variables
 from .spec import RunSpec, SpecError
 
 RUN_SCHEMA = "rl-bench/run/v1"
@@ -224,9 +224,15 @@ def execute_run(
     if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
         descriptor.preload()
     run_id = run_id or new_run_id(run_spec.suite_name, backend, workload, trial)
-    writer = EvidenceWriter(root, run_id, manifest, env_prefixes=descriptor.env_prefixes)
+    label = progress.run_label(backend, workload, trial)
+    total_updates = run_spec.trained_updates
+    # The backend's own variables (its descriptor) are recorded beside the common ones.
+    register_run_variables(descriptor.run_variables, descriptor.env_prefixes)
+    writer = EvidenceWriter(root, run_id, manifest, on_update=progress.update_printer(label, total_updates),
+                            env_prefixes=descriptor.env_prefixes)
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
+    progress.emit(f"{label}: started, {total_updates} updates; evidence in {writer.path}")
 
     def record_end() -> None:
         m = writer.manifest
@@ -246,11 +252,13 @@ def execute_run(
         writer.finish("failed", error="".join(traceback.format_exception(exc)))
         record_end()
         print(f"bench: run {run_id} FAILED ({redact_text(str(exc))}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
+        progress.emit(f"{label}: FAILED after {writer.clock():.0f} s (log: {writer.path / RUN_LOG})")
         if isinstance(exc, KeyboardInterrupt):
             raise
         return 1
     writer.finish("completed")
     record_end()
+    progress.emit(f"{label}: completed in {writer.clock():.0f} s")
     if run_json is not None and _record_run(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial,
                                             replace_run_json):
         return 1

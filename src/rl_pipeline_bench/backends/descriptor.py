@@ -63,6 +63,8 @@ class Backend:
     packages: distributions whose versions its run manifests record (beside the common ones).
     env_prefixes: prefixes of the environment variables that shape its runs (its framework's own
         knobs); manifests record them beside the common ones (rl_pipeline_bench.redaction).
+    run_variables: {name: why} variables under its prefixes whose VALUES its manifests record
+        (any other allowed variable is recorded by name only; rl_pipeline_bench.redaction).
     host_hooks: {name: HostHook} environment changes some hosts need for its runs (opt-in by name).
     suite_schema: JSON-schema properties it adds to every suite (its own suite keys).
     config_schema: JSON schema of its top-level config section `<name>:` (required when given).
@@ -92,6 +94,7 @@ class Backend:
     reason_codes: Mapping[str, str] = field(default_factory=dict)
     packages: tuple[str, ...] = ()
     env_prefixes: tuple[str, ...] = ()
+    run_variables: Mapping[str, str] = field(default_factory=dict)
     host_hooks: Mapping[str, HostHook] = field(default_factory=dict)
     suite_schema: Mapping[str, Any] = field(default_factory=dict)
     config_schema: Mapping[str, Any] | None = None

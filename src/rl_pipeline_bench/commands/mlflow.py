@@ -39,7 +39,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.record:
         args.record.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.record, {"uri": uri, "experiment": args.experiment, "runs": exported})
-    logged = sum(1 for e in exported if e["action"] == "logged")
-    print(f"bench mlflow export: {logged} logged, {len(exported) - logged} already there ({uri}, experiment "
-          f"{args.experiment!r})")
+    count = {a: sum(1 for e in exported if e["action"] == a) for a in ("logged", "replaced", "kept")}
+    print(f"bench mlflow export: {count['logged']} logged, {count['replaced']} replaced (summary changed), "
+          f"{count['kept']} already there ({uri}, experiment {args.experiment!r})")
     return 0

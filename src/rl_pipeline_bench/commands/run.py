@@ -59,7 +59,17 @@ def spec_of(args):
 def cmd_run(args) -> int:
     from ..runner import execute_run
 
+    if (args.backend is None) != (args.workload is None):
+        raise ConfigError("run: give both --backend and --workload (one run), or neither (the whole suite, "
+                          "through the workflow: bench run --suite NAME [--gpus SET])")
+    if args.backend is None or args.gpus is not None:
+        from ..workflow_launch import run_through_workflow, suite_of_run
+
+        args.suite = suite_of_run(args, parse_overrides(args.set))
+        return run_through_workflow(args, spec_of(args))
     spec = spec_of(args)
+    if args.dry_run:
+        raise ConfigError("run: --dry-run applies to the workflow forms (--suite alone, or --gpus)")
     model_record = args.model_record or ROOT / "results" / "models" / f"{spec.settings['model']['name']}.json"
     return execute_run(
         spec, args.backend, args.workload, args.trial,
@@ -118,10 +128,21 @@ def cmd_write_plan(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("run", help="run one benchmark (fresh evidence directory every time)")
+    p = sub.add_parser(
+        "run", help="run one benchmark (fresh evidence directory every time), or a suite through the workflow",
+        description="With --backend and --workload: one run here, now, in a fresh evidence directory. "
+                    "With --gpus SET as well: that run through the workflow, leased on SET as the run rule leases. "
+                    "With neither: the whole suite through the workflow (every run serially, stopping at the first "
+                    "failure, then the report), like `snakemake --cores 1 reports/comparison.html --config suite=NAME`.")
     add_spec_args(p)
-    p.add_argument("--backend", required=True, help="a registered backend of the suite")
-    p.add_argument("--workload", required=True)
+    p.add_argument("--backend", default=None, help="a registered backend of the suite (omit both it and --workload "
+                                                   "to run the whole suite)")
+    p.add_argument("--workload", default=None)
+    p.add_argument("--gpus", default=None, metavar="SET",
+                   help="GPU indices or UUIDs, e.g. 0,1,2,3: run through the workflow, leased on this set "
+                        "(it becomes the suite's gpu_sets)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with the workflow forms: show what Snakemake would run, and each command, without running")
     p.add_argument("--trial", type=int, default=1)
     p.add_argument("--model-record", type=Path, default=None, help="results/models/{model}.json")
     p.add_argument("--plan", type=Path, default=None, help="offered plan parquet of this spec (computed if absent)")

@@ -5,7 +5,8 @@ scenarios; a group's (LIBERO suite, RoboTwin horizon) and the overall rate pool
 that run's episodes of the group (every task has the same N, so this equals the
 mean over tasks). Across runs: the mean and the sample standard deviation
 (ddof=1; none with a single run). A crashed episode is unsuccessful; an episode
-missing from the evidence makes the summary incomplete, and is named.
+missing from the evidence, or any other problem of the evidence (eval.validate),
+makes the summary incomplete, and is named.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from . import benchmarks
+from .validate import episode_reasons, successes
 
 SCHEMA = "rl-bench/eval-summary/v1"
 
@@ -57,24 +59,16 @@ def paper_groups(benchmark: str) -> dict[str, list[str]]:
 
 
 def summarize(episodes: pd.DataFrame, spec: dict[str, Any], policy_id: str,
-              planned_runs: list[int] | None = None) -> dict[str, Any]:
-    """Episodes of every run of one (eval suite, policy) -> the summary dict."""
-    episodes = episodes.copy()
-    episodes["success"] = episodes["success"].astype(bool) & episodes["error"].isna()
+              planned_runs: list[int] | None = None, run_problems: list[str] | None = None) -> dict[str, Any]:
+    """Episodes of every run of one (eval suite, policy) -> the summary dict.
+
+    `run_problems` are the runs' own problems (validate.run_reasons); the episodes'
+    are added here (validate.episode_reasons). Any problem makes the summary incomplete.
+    """
     planned_runs = planned_runs or list(range(1, spec["runs"] + 1))
-    problems = []
-    for r in planned_runs:
-        n = int((episodes["run"] == r).sum())
-        if n == 0:
-            problems.append(f"run {r}: no episodes")
-    dup = episodes.duplicated(["suite_task", "task_index", "scenario", "run"])
-    if dup.any():
-        problems.append(f"{int(dup.sum())} duplicated episode(s) (same task, scenario and run)")
-    expected = spec["scenarios_per_task"]
-    counts = episodes.groupby(["suite_task", "task_index", "run"]).size()
-    short = counts[counts != expected]
-    for (st, ti, r), n in short.items():
-        problems.append(f"{st} task {ti} run {r}: {n} episodes, expected {expected}")
+    problems = list(run_problems or []) + episode_reasons(episodes, spec, planned_runs)
+    episodes = episodes.copy()
+    episodes["success"] = successes(episodes["success"]) & episodes["error"].isna()
 
     task_keys = ["group", "suite_task", "task_index", "task"]
     per_task = _over_runs(_per_run(episodes, task_keys), task_keys)

@@ -14,6 +14,7 @@ from ..atomicfile import atomic_write_json
 from . import spec as eval_spec
 from .aggregate import summarize
 from .episodes import read_episodes, read_manifest
+from .validate import run_reasons
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def _json_safe(obj: Any) -> Any:
 
 def summarize_runs(spec_path: Path | str, policy_id: str, pointers: list[Path], output: Path | str) -> dict:
     spec = eval_spec.load(spec_path)
-    frames, runs = [], []
+    frames, runs, run_problems = [], [], []
     for p in pointers:
         record = json.loads(Path(p).read_text(encoding="utf-8"))
         directory = Path(record["evidence_dir"])
@@ -40,6 +41,7 @@ def summarize_runs(spec_path: Path | str, policy_id: str, pointers: list[Path], 
         if manifest["policy"]["policy_id"] != policy_id:
             raise ConfigError(f"{directory}: evidence of policy {manifest['policy']['policy_id']}, not {policy_id}")
         frames.append(read_episodes(directory))
+        run_problems += run_reasons(manifest.get("run"), directory.name, manifest.get("status"))
         runs.append({"run": manifest["run"], "eval_run_id": manifest["eval_run_id"], "status": manifest["status"],
                      "evidence_dir": str(directory), "started_at": manifest["started_at"],
                      "finished_at": manifest["finished_at"], "policy": manifest["policy"],
@@ -47,7 +49,7 @@ def summarize_runs(spec_path: Path | str, policy_id: str, pointers: list[Path], 
                      "gpus": manifest.get("gpus")})
         log.info("read %s: run %s, %d episodes", directory, manifest["run"], len(frames[-1]))
     episodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    summary = summarize(episodes, spec, policy_id)
+    summary = summarize(episodes, spec, policy_id, run_problems=run_problems)
     summary["runs"] = sorted(runs, key=lambda r: r["run"])
     summary["description"] = spec.get("description")
     summary["max_steps_source"] = spec["max_steps_source"]

@@ -7,6 +7,11 @@ Phases, in order of precedence at a sample's time t:
   other   - neither (start-up, publication, waiting, shutdown).
 Utilisation statistics come from NVML's own sample buffer where it has samples for a
 GPU (finer than the poll), else from the poll; memory, power and clock from the poll.
+Trainer intervals can be shorter than the poll interval, so a run's update phase may hold
+no poll at all; its peak memory then comes from the polls that bracket its intervals
+(the last before and the first after each), and `memory_peak_basis` says so. NVML's
+memory used is what the processes hold, which a caching allocator (PyTorch's) keeps
+after use, so the poll after an interval sees at least what the interval reserved.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ ALL = "all"  # the whole sampled run, every phase together
 STAT_COLUMNS = (
     "gpu_index", "gpu_uuid", "phase", "util_source", "util_samples", "gpu_util_mean", "gpu_util_p50",
     "gpu_util_p90", "mem_util_mean", "mem_util_p50", "mem_util_p90", "poll_samples", "memory_used_peak_mib",
-    "memory_total_mib", "memory_used_peak_pct", "power_mean_w", "sm_clock_mean_mhz",
+    "memory_total_mib", "memory_used_peak_pct", "memory_peak_basis", "power_mean_w", "sm_clock_mean_mhz",
 )
+#: How a phase's peak memory was found: polls inside the phase, or the polls around its intervals.
+INSIDE, BRACKETING = "polls in phase", "polls bracketing its intervals"
 
 
 def merge_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:
@@ -84,9 +91,29 @@ def _peak(x: pd.Series) -> float | None:
     return float(x.max()) if len(x) else None
 
 
+def bracketing(t, segments: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Boolean mask of the times that bracket the segments: the last at or before each start, the first at or after each end."""
+    t = np.asarray(t, dtype="float64")
+    mask = np.zeros(t.shape, dtype=bool)
+    if not len(t):
+        return mask
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    starts, ends = segments
+    before = np.searchsorted(ts, starts, side="right") - 1
+    after = np.searchsorted(ts, ends, side="left")
+    picked = np.concatenate([before[before >= 0], after[after < len(ts)]]).astype(int)
+    mask[order[picked]] = True
+    return mask
+
+
 def _stats(gpu_index: int, uuid: str, phase: str, util: pd.DataFrame, util_source: str,
-           poll: pd.DataFrame, total_mib: float | None) -> dict[str, Any]:
+           poll: pd.DataFrame, total_mib: float | None, around: pd.DataFrame | None = None) -> dict[str, Any]:
     peak = _peak(poll["memory_used_mib"])
+    basis = INSIDE if peak is not None else None
+    if peak is None and around is not None:
+        peak = _peak(around["memory_used_mib"])
+        basis = BRACKETING if peak is not None else None
     return {
         "gpu_index": gpu_index, "gpu_uuid": uuid, "phase": phase, "util_source": util_source,
         "util_samples": int(util["gpu_util_pct"].notna().sum()),
@@ -96,7 +123,7 @@ def _stats(gpu_index: int, uuid: str, phase: str, util: pd.DataFrame, util_sourc
         "mem_util_p90": _pct(util["mem_util_pct"], 90),
         "poll_samples": int(len(poll)), "memory_used_peak_mib": peak, "memory_total_mib": total_mib,
         "memory_used_peak_pct": 100.0 * peak / total_mib if peak is not None and total_mib else None,
-        "power_mean_w": _mean(poll["power_w"]), "sm_clock_mean_mhz": _mean(poll["sm_clock_mhz"]),
+        "memory_peak_basis": basis, "power_mean_w": _mean(poll["power_w"]), "sm_clock_mean_mhz": _mean(poll["sm_clock_mhz"]),
     }
 
 
@@ -106,6 +133,7 @@ def phase_stats(telemetry: pd.DataFrame, intervals: pd.DataFrame, calls: pd.Data
         return pd.DataFrame(columns=list(STAT_COLUMNS))
     tel = telemetry.copy()
     tel["phase"] = attribute(tel["t"], intervals, calls)
+    trainer_segments = merge_intervals(intervals["start"], intervals["end"])
     rows = []
     for (index, uuid), dev in tel.groupby(["gpu_index", "gpu_uuid"], sort=True):
         buffered = dev[(dev["source"] == "nvml_samples")]
@@ -117,7 +145,8 @@ def phase_stats(telemetry: pd.DataFrame, intervals: pd.DataFrame, calls: pd.Data
         for phase in (*PHASES, ALL):
             util = util_all if phase == ALL else util_all[util_all["phase"] == phase]
             poll = poll_all if phase == ALL else poll_all[poll_all["phase"] == phase]
-            rows.append(_stats(int(index), str(uuid), phase, util, source, poll, total))
+            around = poll_all[bracketing(poll_all["t"], trainer_segments)] if phase == "update" else None
+            rows.append(_stats(int(index), str(uuid), phase, util, source, poll, total, around))
     return pd.DataFrame(rows, columns=list(STAT_COLUMNS))
 
 

@@ -24,6 +24,20 @@ class Record:
     metric_steps: dict[str, dict[int, float]] = field(default_factory=dict)  # per-step series (runs of an eval)
     artifacts: list[Path] = field(default_factory=list)
 
+    def digest(self) -> str:
+        """sha256 of everything an export logs for this record (values and artifact bytes):
+        a re-summarised run with another verdict or other figures has another digest."""
+        h = hashlib.sha256()
+        h.update(json.dumps({"key": self.key, "kind": self.kind, "name": self.name, "params": self.params,
+                             "metrics": self.metrics,
+                             "metric_steps": {k: {str(s): v for s, v in sorted(series.items())}
+                                              for k, series in self.metric_steps.items()}},
+                            sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        for path in self.artifacts:
+            h.update(b"\0" + str(path.parent.name + "/" + path.name).encode("utf-8") + b"\0")
+            h.update(Path(path).read_bytes())
+        return h.hexdigest()
+
 
 def _p(v: Any) -> str:
     if isinstance(v, (dict, list)):

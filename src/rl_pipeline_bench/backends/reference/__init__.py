@@ -22,6 +22,10 @@ CONFIG_SCHEMA = {
         "max_policy_age": {"type": "integer", "minimum": 0},
         "learning_rate": {"type": "number", "exclusiveMinimum": 0},
         "torch_threads": {"type": "integer", "minimum": 1},
+        "decode_batch_rows": {"type": "integer", "minimum": 1,
+                              "description": "most calls the rollout decodes in one batch (default 64)"},
+        "decode_loop": {"enum": ["auto", "graphed", "static", "eager"],
+                        "description": "auto: a CUDA graph of the decode step on CUDA, the eager loop on CPU"},
     },
 }
 

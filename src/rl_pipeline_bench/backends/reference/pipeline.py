@@ -21,10 +21,13 @@ import torch
 from ...snapshots import SnapshotError, verify_record
 from . import policy
 from .policy import ReferenceBackendError
+from .decode import SAMPLER
 from .rollout import GroupResult, PolicyBoard, RolloutWorker, Stopped, banned_token_mask
 from .trainer import REWARD_DESCRIPTION, Trainer
 
 PLAN_COLUMNS = ("update", "group", "trajectory", "call", "forced_completion_tokens")
+#: Most calls decoded in one batch unless `reference.decode_batch_rows` says otherwise.
+DECODE_BATCH_ROWS = 64
 
 
 def _snapshot_path(model: dict[str, Any]) -> Path:
@@ -95,16 +98,14 @@ def run(ctx) -> None:
         "adapter_parameters": int(sum(p.numel() for p in trainer_params.values())),
         "expert_adapter_tensors": len(expert_names),
     }
-    ctx.writer.update_manifest(
-        lora=lora_record,
-        reference={
-            "rollout_device": str(rollout_dev), "trainer_device": str(trainer_dev),
-            "torch_threads": torch.get_num_threads(), "max_policy_age": ref["max_policy_age"],
-            "learning_rate": ref["learning_rate"], "reward": REWARD_DESCRIPTION,
-            "sampling": "temperature 1, special tokens masked, exactly forced tokens, per-call seeded generator",
-            "dtype": "float32",
-        },
-    )
+    reference_record = {
+        "rollout_device": str(rollout_dev), "trainer_device": str(trainer_dev),
+        "torch_threads": torch.get_num_threads(), "max_policy_age": ref["max_policy_age"],
+        "learning_rate": ref["learning_rate"], "reward": REWARD_DESCRIPTION,
+        "sampling": f"temperature 1, special tokens masked, exactly forced tokens; {SAMPLER}",
+        "dtype": str(next(trainer_base.parameters()).dtype).removeprefix("torch."),
+    }
+    ctx.writer.update_manifest(lora=lora_record, reference=reference_record)
 
     def first_step(params) -> None:
         grads = [params[n].grad for n in expert_names]
@@ -120,7 +121,17 @@ def run(ctx) -> None:
         model=rollout_model, tokenizer=tokenizer, plan=ctx.plan, board=board, out=channel,
         banned=banned_token_mask(tokenizer, vocab_size, rollout_dev), clock=ctx.writer.clock,
         workload=ctx.workload, seed=ctx.run_spec.seed, max_policy_age=ref["max_policy_age"], log=log,
+        batch_rows=int(ref.get("decode_batch_rows", DECODE_BATCH_ROWS)), decode_loop=str(ref.get("decode_loop", "auto")),
     )
+    log.info("rollout decoding: %s loop, up to %d rows a batch", rollout.decoder.mode, rollout.batch_rows)
+
+    def record_decoding() -> None:
+        decoder = rollout.decoder
+        ctx.writer.update_manifest(reference=reference_record | {"decode": {
+            "loop": decoder.mode, "batch_rows": rollout.batch_rows, "batches": rollout.batches,
+            "graph_failure": decoder.graph_failure}})
+
+    record_decoding()
     trainer = Trainer(
         model=trainer_model, params=trainer_params,
         publish=lambda: board.publish(lambda: policy.copy_adapter(trainer_params, rollout_params)),
@@ -160,8 +171,12 @@ def run(ctx) -> None:
         for t in threads:
             t.join(timeout=30)
         _record_unconsumed(ctx, rollout, trainer, channel)
+        if not ctx.writer.finished:
+            record_decoding()
         raise
     _record_unconsumed(ctx, rollout, trainer, channel)
+    if not ctx.writer.finished:
+        record_decoding()
     if errors:
         raise errors[0]
     ctx.writer.flush()
@@ -176,8 +191,8 @@ def _record_unconsumed(ctx, rollout: RolloutWorker, trainer: Trainer, channel: "
             rows += channel.get_nowait().call_rows(False)
         except queue.Empty:
             break
-    if rollout.partial is not None:
-        rows += rollout.partial.call_rows(False)
+    for group in rollout.in_flight:
+        rows += group.result.call_rows(False)
     if rows and not ctx.writer.finished:
         ctx.writer.add_calls(rows)
         ctx.log.info("recorded %d generated but untrained calls as not accepted", len(rows))

@@ -45,10 +45,10 @@ def load_tokenizer(snapshot: Path | str):
 
 
 def load_base_model(snapshot: Path | str, device: torch.device) -> nn.Module:
-    """The snapshot's causal LM in fp32 on `device` (local files only: a run never downloads)."""
+    """The snapshot's causal LM in the dtype it was saved in, on `device` (local files only: a run never downloads)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(snapshot), local_files_only=True, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(snapshot), local_files_only=True, dtype="auto")
     return model.to(device)
 
 

@@ -4,11 +4,15 @@ A call's completion length is forced the way an inference server does it with
 `min_tokens = max_tokens = forced` and `ignore_eos`: every special token (EOS among
 them) is masked out of the sampling distribution, and decoding stops after exactly
 `forced` sampled tokens. The count recorded is the number of tokens that came out.
-Sampling uses one seeded torch.Generator per call (a pure function of the call's plan
-identity), never the global RNG that the trainer thread shares.
+Sampling is keyed by each call's plan identity (`rollout_seed`) through decode.py's
+counter-based sampler, never a shared RNG, so a call's tokens do not depend on the calls
+it is batched with.
 
-The trajectories of a group are decoded together, one batched forward per step, with
-rows leaving the batch as they reach their length (continuous batching in miniature).
+As an inference server does, the worker decodes together the next call of every
+trajectory in flight, across groups and updates, as far as the staleness gate lets
+groups start (and up to `decode_batch_rows` rows); a trajectory's next call joins a
+later batch once its previous call is back. Groups are handed to the trainer in plan
+order as they complete.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pandas as pd
 import torch
 
 from ... import render
-from .policy import cache_keyword, new_cache
+from .decode import SAMPLER, Batch, Decoder
 
 
 class Stopped(Exception):
@@ -86,6 +90,9 @@ class PolicyBoard:
 
     def __init__(self) -> None:
         self.model_lock = threading.Lock()
+        #: Held while the rollout captures a CUDA graph and while the trainer synchronises the
+        #: whole device: a device-wide sync during another thread's capture invalidates it (an error).
+        self.device_lock = threading.Lock()
         self._cond = threading.Condition()
         self._version = 0
         self.stop = threading.Event()
@@ -135,137 +142,105 @@ def banned_token_mask(tokenizer, vocab_size: int, device: torch.device) -> torch
 
 
 def rollout_seed(workload: str, seed: int, update: int, group: int, trajectory: int, call: int) -> int:
-    """Sampling seed of one call: sha256 of its plan identity (63 bits, torch.Generator-safe)."""
-    key = json.dumps(["rl-bench/reference-rollout/v1", workload, int(seed), int(update), int(group),
+    """Sampling key of one call: sha256 of its plan identity and the sampler version (63 bits)."""
+    key = json.dumps([SAMPLER, workload, int(seed), int(update), int(group),
                       int(trajectory), int(call)])
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") >> 1
 
 
-@torch.inference_mode()
-def generate_forced(model, prompts: list[list[int]], lengths: list[int], banned: torch.Tensor,
-                    generators: list[torch.Generator], pad_id: int,
-                    clock: Callable[[], float] | None = None) -> tuple[list[list[int]], list[float | None]]:
-    """Sample exactly lengths[i] tokens after prompts[i] for every row, batched.
+@dataclass
+class _InFlight:
+    """A group being generated: its plan rows per trajectory and the calls done so far."""
 
-    Returns (completions, finish_times); finish_times[i] is clock() when row i got its
-    last token (None without a clock). Rows are left-padded and leave the batch (and its
-    KV cache) when done.
-    """
-    if not (len(prompts) == len(lengths) == len(generators)) or not prompts:
-        raise ValueError("generate_forced needs one prompt, length and generator per row")
-    if any(n < 0 for n in lengths) or any(not p for p in prompts):
-        raise ValueError("forced lengths must be >= 0 and prompts non-empty")
-    device = banned.device
-    outputs: list[list[int]] = [[] for _ in prompts]
-    finish: list[float | None] = [None] * len(prompts)
-    active = [i for i, n in enumerate(lengths) if n > 0]
-    for i, n in enumerate(lengths):
-        if n == 0 and clock is not None:
-            finish[i] = clock()
-    if not active:
-        return outputs, finish
+    result: GroupResult
+    plan: dict[int, pd.DataFrame]
 
-    width = max(len(prompts[i]) for i in active)
-    ids = torch.full((len(active), width), int(pad_id), dtype=torch.long)
-    attn = torch.zeros((len(active), width), dtype=torch.long)
-    for row, i in enumerate(active):
-        p = prompts[i]
-        ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        attn[row, width - len(p):] = 1
-    ids, attn = ids.to(device), attn.to(device)
-    positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    cache = new_cache(model)
-    kw = cache_keyword(model)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, **{kw: cache})
-    logits = out.logits[:, -1, :]
-    last_pos = positions[:, -1]
-    while True:
-        probs = torch.softmax(logits.float().masked_fill(banned, float("-inf")), dim=-1)
-        picked = torch.empty((len(active), 1), dtype=torch.long, device=device)
-        for row, i in enumerate(active):
-            picked[row, 0] = torch.multinomial(probs[row], 1, generator=generators[i])[0]
-        values = picked[:, 0].tolist()
-        keep_rows = []
-        for row, i in enumerate(active):
-            outputs[i].append(int(values[row]))
-            if len(outputs[i]) >= lengths[i]:
-                if clock is not None:
-                    finish[i] = clock()
-            else:
-                keep_rows.append(row)
-        if not keep_rows:
-            return outputs, finish
-        if len(keep_rows) < len(active):
-            index = torch.tensor(keep_rows, dtype=torch.long, device=device)
-            cache.batch_select_indices(index)
-            picked, attn, last_pos = picked[index], attn[index], last_pos[index]
-            active = [active[r] for r in keep_rows]
-        attn = torch.cat([attn, torch.ones((len(active), 1), dtype=attn.dtype, device=device)], dim=1)
-        last_pos = last_pos + 1
-        out = model(input_ids=picked, attention_mask=attn, position_ids=last_pos[:, None], use_cache=True,
-                    **{kw: cache})
-        logits = out.logits[:, -1, :]
+    @property
+    def trajectories(self) -> dict[int, TrajectoryResult]:
+        return {t.trajectory: t for t in self.result.trajectories}
+
+    def next_calls(self) -> list[tuple[int, int]]:
+        """(trajectory, call) of every trajectory that has a call left."""
+        done = self.trajectories
+        return [(t, len(done[t].calls)) for t, rows in self.plan.items() if len(done[t].calls) < len(rows)]
+
+    @property
+    def complete(self) -> bool:
+        return not self.next_calls()
 
 
 class RolloutWorker:
-    """Walks the plan in (update, group) order and generates every call, then hands groups over.
+    """Generates the plan's calls in batches across the groups in flight and hands groups over in plan order.
 
     Staleness gate: a group of update u starts only once the published policy version is
     at least u - 1 - max_policy_age, so no trajectory can be older than the limit when the
-    trainer (then at version u - 1) consumes it.
+    trainer (then at version u - 1) consumes it. Groups start in plan order.
     """
 
     def __init__(self, *, model, tokenizer, plan: pd.DataFrame, board: PolicyBoard, out: "queue.Queue[GroupResult]",
                  banned: torch.Tensor, clock: Callable[[], float], workload: str, seed: int,
-                 max_policy_age: int, log) -> None:
-        self.model = model
+                 max_policy_age: int, log, batch_rows: int = 64, decode_loop: str = "auto") -> None:
         self.tokenizer = tokenizer
         self.plan = plan
         self.board = board
         self.out = out
-        self.banned = banned
         self.clock = clock
         self.workload = workload
         self.seed = int(seed)
         self.max_policy_age = int(max_policy_age)
+        self.batch_rows = int(batch_rows)
         self.log = log
-        self.partial: GroupResult | None = None  # a group in progress, for evidence on failure
+        self.in_flight: list[_InFlight] = []  # groups in progress, in plan order (evidence on failure)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.pad_id = int(pad if pad is not None else 0)
+        self.decoder = Decoder(model, banned, int(pad if pad is not None else 0), loop=decode_loop,
+                               capture_lock=board.device_lock)
+        self.batches = 0
 
-    def run(self) -> None:
-        for (update, group), rows in self.plan.groupby(["update", "group"], sort=True):
-            self.board.wait_for_version(int(update) - 1 - self.max_policy_age)
-            if self.board.stop.is_set():
-                raise Stopped()
-            self.out.put(self.run_group(int(update), int(group), rows))
+    def _gate(self, update: int) -> int:
+        return update - 1 - self.max_policy_age
 
-    def run_group(self, update: int, group: int, rows: pd.DataFrame) -> GroupResult:
+    def _start(self, update: int, group: int, rows: pd.DataFrame) -> _InFlight:
         by_traj = {int(t): r.sort_values("call").reset_index(drop=True) for t, r in rows.groupby("trajectory", sort=True)}
         for t, r in by_traj.items():
             if r["call"].tolist() != list(range(len(r))):
                 raise ValueError(f"plan update {update} group {group} trajectory {t}: calls {r['call'].tolist()} are not 0..{len(r) - 1}")
-        result = GroupResult(update, group, [TrajectoryResult(t) for t in by_traj])
-        self.partial = result
-        trajs = {t.trajectory: t for t in result.trajectories}
-        n_calls = max(len(r) for r in by_traj.values())
-        for call in range(n_calls):
-            members = [t for t, r in by_traj.items() if call < len(r)]
-            prompts, lengths, gens = [], [], []
-            for t in members:
-                previous = [c.completion_ids for c in trajs[t].calls]
-                prompts.append(render.prompt_ids(self.tokenizer, by_traj[t], call, previous))
-                lengths.append(int(by_traj[t]["forced_completion_tokens"].iloc[call]))
-                g = torch.Generator(device=self.banned.device)
-                g.manual_seed(rollout_seed(self.workload, self.seed, update, group, t, call))
-                gens.append(g)
+        return _InFlight(GroupResult(update, group, [TrajectoryResult(t) for t in by_traj]), by_traj)
+
+    def run(self) -> None:
+        pending = [(int(u), int(g), rows) for (u, g), rows in self.plan.groupby(["update", "group"], sort=True)]
+        pending.reverse()  # pop() takes the next group in plan order
+        while pending or self.in_flight:
             if self.board.stop.is_set():
                 raise Stopped()
-            with self.board.model_lock:
-                version = self.board.version
-                started = self.clock()
-                outs, finished = generate_forced(self.model, prompts, lengths, self.banned, gens, self.pad_id, self.clock)
-            for k, t in enumerate(members):
-                trajs[t].calls.append(CallResult(call, prompts[k], outs[k], lengths[k], version, started, finished[k]))
-        self.partial = None
-        return result
+            if not self.in_flight:
+                self.board.wait_for_version(self._gate(pending[-1][0]))
+            rows_in_flight = sum(len(g.plan) for g in self.in_flight)
+            while pending and self.board.version >= self._gate(pending[-1][0]) and (
+                    not self.in_flight or rows_in_flight + pending[-1][2]["trajectory"].nunique() <= self.batch_rows):
+                group = self._start(*pending.pop())
+                self.in_flight.append(group)
+                rows_in_flight += len(group.plan)
+            self.decode_round()
+            while self.in_flight and self.in_flight[0].complete:
+                self.out.put(self.in_flight.pop(0).result)
+
+    def decode_round(self) -> None:
+        """One batch: the next call of every trajectory in flight."""
+        members, prompts, lengths, keys = [], [], [], []
+        for group in self.in_flight:
+            trajs = group.trajectories
+            for t, call in group.next_calls():
+                previous = [c.completion_ids for c in trajs[t].calls]
+                plan = group.plan[t]
+                members.append((group, t, call))
+                prompts.append(render.prompt_ids(self.tokenizer, plan, call, previous))
+                lengths.append(int(plan["forced_completion_tokens"].iloc[call]))
+                r = group.result
+                keys.append(rollout_seed(self.workload, self.seed, r.update, r.group, t, call))
+        with self.board.model_lock:
+            version = self.board.version
+            started = self.clock()
+            outs, finished = self.decoder.decode(Batch(prompts, lengths, keys), self.clock)
+        self.batches += 1
+        for k, (group, t, call) in enumerate(members):
+            group.trajectories[t].calls.append(CallResult(call, prompts[k], outs[k], lengths[k], version, started, finished[k]))

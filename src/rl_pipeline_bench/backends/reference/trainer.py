@@ -8,7 +8,9 @@ the same outputs scores the same.
 Objective: advantages are group-relative, A_i = (r_i - mean(r)) / (std(r) + 1e-6) over
 a group's accepted trajectories; the loss is -sum(A_i * log p(token)) over every
 completion token of every call, divided by the update's token count (prompt tokens are
-masked). One optimizer step per update, then the adapter is published to the rollout.
+masked). Every call of the update goes through the model in a few large padded chunks
+(longest first), with the loss summed on the device, so the host never waits on the
+GPU inside an update. One optimizer step per update, then the adapter is published.
 
 Policy age of a trajectory = the trainer's policy version (u - 1 while training update
 u) minus the version its first call was generated with. A group whose mean age exceeds
@@ -102,6 +104,26 @@ class StepStats:
     mean_policy_age: float = float("nan")
 
 
+#: Padded tokens per forward/backward chunk of an update (the whole update's calls, longest first).
+CHUNK_TOKENS = 16384
+
+
+def token_chunks(samples: list[tuple[list[int], list[int], float]], budget: int) -> list[list[tuple[list[int], list[int], float]]]:
+    """Samples (prompt, completion, advantage) in chunks whose padded size (rows x longest) stays within `budget`.
+
+    Longest first, so each chunk pads little; a sample longer than the budget is a chunk alone.
+    """
+    ordered = sorted(samples, key=lambda s: len(s[0]) + len(s[1]), reverse=True)
+    chunks: list[list] = []
+    for sample in ordered:
+        width = len(sample[0]) + len(sample[1])
+        if chunks and (len(chunks[-1]) + 1) * max(width, len(chunks[-1][0][0]) + len(chunks[-1][0][1])) <= budget:
+            chunks[-1].append(sample)
+        else:
+            chunks.append([sample])
+    return chunks
+
+
 class Trainer:
     """Consumes the plan's groups update by update, trains, publishes, and records evidence."""
 
@@ -124,6 +146,7 @@ class Trainer:
         self.log = log
         self.offered = offered_per_update
         self.on_first_step = on_first_step
+        self.chunk_tokens = CHUNK_TOKENS
         self.optimizer = torch.optim.AdamW(list(params.values()), lr=float(learning_rate), weight_decay=0.0)
         self.totals = {"trajectories": 0, "tokens": 0}
         #: Groups taken from the inbox whose calls are not yet in the evidence (recorded as not accepted on failure).
@@ -166,21 +189,21 @@ class Trainer:
         total_tokens = sum(t.completion_tokens for g in accepted for t in g.trajectories)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        rewards_all, ages, loss_sum = [], [], 0.0
+        rewards_all, ages, samples = [], [], []
         for g in accepted:
             rewards = [reward([tok for c in t.calls for tok in c.completion_ids], self.vocab_size) for t in g.trajectories]
             advs = group_advantages(rewards)
             rewards_all += rewards
             ages += policy_ages(g, trainer_version)
-            n_calls = max(len(t.calls) for t in g.trajectories)
-            for k in range(n_calls):
-                members = [(t, a) for t, a in zip(g.trajectories, advs, strict=True) if k < len(t.calls)]
-                seqs = [(t.calls[k].prompt_ids, t.calls[k].completion_ids) for t, _ in members]
-                logp, mask = completion_logprobs(self.model, seqs, self.banned, self.pad_id)
-                adv = torch.tensor([a for _, a in members], dtype=logp.dtype, device=logp.device)
-                loss = -(logp * adv[:, None]).sum() / max(total_tokens, 1)
-                loss.backward()
-                loss_sum += float(loss.detach())
+            samples += [(c.prompt_ids, c.completion_ids, a) for t, a in zip(g.trajectories, advs, strict=True)
+                        for c in t.calls]
+        loss_sum = torch.zeros((), dtype=torch.float32, device=self.banned.device)
+        for chunk in token_chunks(samples, self.chunk_tokens):
+            logp, mask = completion_logprobs(self.model, [(p, c) for p, c, _ in chunk], self.banned, self.pad_id)
+            adv = torch.tensor([a for _, _, a in chunk], dtype=logp.dtype, device=logp.device)
+            loss = -(logp * adv[:, None]).sum() / max(total_tokens, 1)
+            loss.backward()
+            loss_sum += loss.detach().float()  # on the device: no host sync between chunks
         if accepted and total_tokens > 0:
             torch.nn.utils.clip_grad_norm_(list(self.params.values()), 1.0)
             if self.on_first_step is not None:
@@ -189,7 +212,8 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.banned.device.type == "cuda":
-            torch.cuda.synchronize(self.banned.device)
+            with self.board.device_lock:  # never inside the rollout's graph capture (decode.Decoder)
+                torch.cuda.synchronize(self.banned.device)
         end = clock()
         self.writer.add_trainer_interval(0, update, start, end)
 
@@ -198,7 +222,7 @@ class Trainer:
         stats.accepted_trajectories = sum(len(g.trajectories) for g in accepted)
         stats.assistant_tokens = total_tokens
         stats.mean_reward = sum(rewards_all) / len(rewards_all) if rewards_all else float("nan")
-        stats.loss = loss_sum
+        stats.loss = float(loss_sum)
         stats.mean_policy_age = sum(ages) / len(ages) if ages else float("nan")
         self.log.info(
             "train update %d: version %d, groups %d accepted / %d rejected, trajectories %d, tokens %d, "

@@ -42,6 +42,8 @@ BACKEND = framework_backend(
     suite_checks=(batch_problems,),
     packages=("skyrl", "skyrl-train", "vllm", "megatron-core"),
     env_prefixes=("SKYRL_", "VLLM_", "MEGATRON_"),
+    run_variables={"SKYRL_USE_CUDA_COMPAT": "SkyRL's packaged CUDA compatibility libraries on or off",
+                   "SKYRL_CUDA_COMPAT_SUBDIR": "where those libraries are"},
     host_hooks=HOST_HOOKS,
     suite_schema=SUITE_SCHEMA,
     variant=variant,

@@ -1,0 +1,111 @@
+"""The machine checks before a hub model's download: everything missing in one message, nothing fetched.
+
+This machine has no GPU and no Hub; the container engine is pointed at a socket that does
+not exist and the Hub at a closed local port, so the answers do not depend on what runs here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from lease_helpers import gpu, write_inventory
+from workflow_copy import copy_repo, workflow_env
+
+from rl_pipeline_bench import readiness
+
+COMPARISON = {"gpus": 4, "gpu_sets": ["0,1,2,3"], "runtime": "container"}
+UNREACHABLE = {"DOCKER_HOST": "unix:///nonexistent/rl-bench-test.sock", "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+def _comparison(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full_env = workflow_env(workdir, extra_env={**UNREACHABLE, **env})
+    for name in ("RL_BENCH_GPU_INVENTORY", "HF_HUB_OFFLINE"):
+        full_env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "snakemake", "reports/comparison.html", *args,
+                           "--config", "suite=comparison"], cwd=workdir, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return copy_repo(tmp_path_factory.mktemp("readiness") / "repo")
+
+
+def _assert_nothing_downloaded(workdir: Path) -> None:
+    assert not (workdir / "results/models/hf_home/hub/models--Qwen--Qwen3.5-35B-A3B").exists()
+    assert not (workdir / "results/models/qwen3.5-35b-a3b.json").exists()
+    assert not (workdir / "logs/models/qwen3.5-35b-a3b.log").exists()  # the model job never started
+
+
+def test_comparison_without_gpu_engine_or_hub_stops_before_the_download(workdir):
+    from rl_pipeline_bench.gpus import InventoryError, query_inventory
+
+    try:
+        query_inventory({})
+        pytest.skip("this machine has NVML: the test is about one without GPUs")
+    except InventoryError:
+        pass
+    started = time.monotonic()
+    proc = _comparison(workdir, "--cores", "1")
+    elapsed = time.monotonic() - started
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert out.count("suite comparison cannot run on this machine, so Qwen/Qwen3.5-35B-A3B was not downloaded:") == 1
+    problems = [line.strip() for line in out.splitlines() if line.strip().startswith("- ")]
+    assert [p.split(":")[0] for p in problems] == ["- no GPU", "- no container engine", "- no Hub"], out[-3000:]
+    assert "NVML" in problems[0] and "DOCKER_HOST=unix:///nonexistent/rl-bench-test.sock" in problems[1]
+    assert "hf_cache=PATH" in problems[2]
+    assert "Job stats" not in out  # refused while the DAG was built: no job was scheduled
+    _assert_nothing_downloaded(workdir)
+    assert elapsed < 120, elapsed
+
+
+def test_the_slurm_profile_checks_the_cluster_gpus_before_the_download(workdir):
+    proc = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True) \
+        if shutil.which("sinfo") else None
+    if proc is None or proc.returncode != 0 or "gpu" not in proc.stdout:
+        pytest.skip("no SLURM cluster with gpu gres answers here (`sudo bash .ci/setup_slurm.sh`)")
+    run = _comparison(workdir, "--profile", "profiles/slurm")
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "- no SLURM node with 4 GPUs: the most GPU gres a node has (sinfo) is" in out, out[-3000:]
+    assert "- no container engine" in out and "- no Hub" in out and "- no GPU" not in out
+    _assert_nothing_downloaded(workdir)
+
+
+def test_gpus_are_counted_and_the_gpu_set_found_through_the_inventory(tmp_path, monkeypatch):
+    monkeypatch.setenv("RL_BENCH_GPU_INVENTORY", str(write_inventory(tmp_path / "two.json", [gpu(0), gpu(1)])))
+    (problem,) = readiness.gpu_problems(COMPARISON, "local")
+    assert problem.startswith("too few GPUs: the suite needs 4, NVML lists 2 (Fixture H200 (test inventory))")
+    monkeypatch.setenv("RL_BENCH_GPU_INVENTORY", str(write_inventory(tmp_path / "four.json", [gpu(i) for i in range(4)])))
+    assert readiness.gpu_problems(COMPARISON, "local") == []
+    (problem,) = readiness.gpu_problems(dict(COMPARISON, gpu_sets=["4,5,6,7"]), "local")
+    assert problem.startswith("GPU(s) 4, 5, 6, 7 of the suite's gpu_sets are not on this machine")
+    assert readiness.gpu_problems(dict(COMPARISON, gpus=0), "local") == []
+
+
+def test_offline_without_the_snapshot_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (problem,) = readiness.snapshot_problems("Qwen/Qwen3.5-35B-A3B", "a" * 40, tmp_path / "hf")
+    assert problem.startswith("offline (HF_HUB_OFFLINE=1)") and "hf_cache=PATH" in problem
+
+
+def test_a_snapshot_larger_than_the_free_disk_is_refused(tmp_path, monkeypatch):
+    """The Hub's file list is the one edge here that cannot be reached: a double of model_info gives its sizes."""
+    import huggingface_hub
+
+    free = shutil.disk_usage(tmp_path).free
+    files = [SimpleNamespace(rfilename="model-00001.safetensors", size=free + 10**9),
+             SimpleNamespace(rfilename="config.json", size=1000)]
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **kw: SimpleNamespace(siblings=files))
+    (problem,) = readiness.snapshot_problems("Qwen/Qwen3.5-35B-A3B", "a" * 40, tmp_path / "hf")
+    assert problem.startswith(f"not enough disk: Qwen/Qwen3.5-35B-A3B@{'a' * 40} is {(free + 10**9 + 1000) / 1e9:.1f} GB")
+    files[0].size = 10**6
+    assert readiness.snapshot_problems("Qwen/Qwen3.5-35B-A3B", "a" * 40, tmp_path / "hf") == []

@@ -49,14 +49,15 @@ class OneTrialFirst:
 def raised_trials(tmp_path_factory):
     workdir = copy_repo(tmp_path_factory.mktemp("spec-pipeline") / "repo")
     one = _override(workdir, "one.yaml", **{**FIRST, "trials": 1})
-    proc_one = snakemake(workdir, "reports/comparison.html", "--configfile", str(one))
+    # --printshellcmds: the default profile leaves commands out; the test reads them
+    proc_one = snakemake(workdir, "reports/comparison.html", "--configfile", str(one), "--printshellcmds")
     assert proc_one.returncode == 0, "one-trial pipeline failed"
     spec_one = spec_id(workdir, configfile=one)
     run1 = workdir / f"results/runs/{spec_one}/reference/tool_history/trial1"
     before = OneTrialFirst(spec_one, {p: p.read_bytes() for p in run1.rglob("*.json")}, _evidence(workdir), None)
     first = _override(workdir, "first.yaml", **FIRST)
     before.dry_run = snakemake(workdir, "-n", "reports/comparison.html", "--configfile", str(first))
-    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(first))
+    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(first), "--printshellcmds")
     assert proc.returncode == 0, "override pipeline failed"
     return workdir, first, spec_id(workdir, configfile=first), (proc_one, proc), before
 

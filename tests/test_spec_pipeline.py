@@ -139,8 +139,8 @@ def test_raising_trials_adds_runs_and_keeps_trial_one(raised_trials):
     assert dry.returncode == 0
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", jobs(dry), re.M))
     assert stats.get("run_benchmark") == "1" and "workload_plan" not in stats and "run_spec" not in stats, stats
-    planned = re.findall(r"results/runs/[^ \n]+/run\.json", dry.stdout + dry.stderr)
-    assert planned and all(p.endswith("/trial2/run.json") for p in planned), planned
+    run2 = json.loads((workdir / f"results/runs/{spec}/reference/tool_history/trial2/run.json").read_text())
+    assert json.loads((workdir / run2["evidence_dir"] / "manifest.json").read_text())["trial"] == 2
     assert {p: p.read_bytes() for p in before.trial1} == before.trial1, "trial 1's records must stay untouched"
     after = _evidence(workdir)
     assert set(before.evidence) < set(after) and len(after) == len(before.evidence) + 1

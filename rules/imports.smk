@@ -16,4 +16,4 @@ from rl_pipeline_bench.evidence_digest import edited_evidence
 from rl_pipeline_bench.eval.spec import HASH_LENGTH as EVAL_HASH_LENGTH
 from rl_pipeline_bench.progress import PREFIX as progress_prefix
 from rl_pipeline_bench.snapshots import model_rule_params
-from rl_pipeline_bench.spec import SPEC_ID_PATTERN, SpecError, build_spec, load_spec
+from rl_pipeline_bench.spec import SPEC_ID_PATTERN, RunSpec, SpecError, build_spec, load_spec

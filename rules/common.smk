@@ -197,7 +197,7 @@ def spec_lease_prefix(spec_id, run_id):
 # -- evaluation (rules/eval.smk): targets come from rl_pipeline_bench.eval.targets ------
 
 #: Snakemake wildcard constraint of an eval settings hash (rl_pipeline_bench.eval.spec).
-EVAL_HASH_PATTERN = rf"[0-9a-f]{{{EVAL_HASH_LENGTH}}}"
+EVAL_HASH_PATTERN = rf"[0-9a-f]{{{HASH_LENGTH}}}"
 
 
 def _eval_call(fn, *args, **kwargs):

@@ -26,6 +26,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from .. import paths
 from . import figures
 from .build import fmt_num
 from .files import write_output
@@ -279,7 +280,7 @@ def frame_table(df: pd.DataFrame, caption: str, label: str, drop: tuple[str, ...
     if note_column and note_column in df.columns:
         notes = [n.rstrip(".") + "." for n in dict.fromkeys(df[note_column].dropna().astype(str)) if n]
     if csv_name and len(columns) < len(df.columns):
-        notes.append(f"Every column: reports/tables/{csv_name}.csv.")
+        notes.append(f"Every column: {paths.REPORT_TABLES}/{csv_name}.csv.")
     note = " ".join(notes) or None
     headers = {c: h for c, (h, _) in columns.items()}
     parts = [df.iloc[i:i + ROWS_PER_TABLE] for i in range(0, max(len(df), 1), ROWS_PER_TABLE)]

@@ -57,6 +57,8 @@ SOURCE_PATTERNS = (
     "rules/**/*",
     "Snakefile",
     "schemas/**/*",
+    # local models' build configs: a spec names one by path and hash (checked again inside an image)
+    "models/**/*",
     "pyproject.toml",
 )
 

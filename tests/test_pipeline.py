@@ -297,9 +297,15 @@ def test_forced_run_never_replaces_a_run_record(smoke_workdir):
 
 
 def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
-    """A run that fails (here: its model snapshot vanished) leaves failed evidence; the report lists it."""
+    """A run that fails (here: its model's weights vanished) leaves failed evidence; the report lists it."""
+    from rl_pipeline_bench.reference_model import BUILD_RECORD
+
     record = json.loads((smoke_workdir / "results/models/reference-tiny-qwen3moe.json").read_text())
-    broken = dict(record, snapshot_path=str(smoke_workdir / "no-such-snapshot"))
+    # The same model (its build record passes the model identity check) with no weights: the backend fails.
+    no_weights = smoke_workdir / "no-weights-snapshot"
+    no_weights.mkdir(exist_ok=True)
+    (no_weights / BUILD_RECORD).write_bytes((Path(record["snapshot_path"]) / BUILD_RECORD).read_bytes())
+    broken = dict(record, snapshot_path=str(no_weights))
     broken_record = smoke_workdir / "broken-model.json"
     broken_record.write_text(json.dumps(broken))
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))

@@ -14,7 +14,7 @@
 # LOCK_DIR (optional --lock-dir; default: the host's normal lock directory),
 # THRESHOLD_MIB (memory threshold, default 1024; passed explicitly so no config is needed).
 # Without `bench` on PATH, e.g. an un-installed checkout:
-#   PYTHONPATH=src BENCH=x LEASE="python3 -m rl_pipeline_bench.leases" \
+#   PYTHONPATH=src BENCH=x LEASE="python3 -m rl_pipeline_bench.commands.lease" \
 #     GPUS="python3 -m rl_pipeline_bench.commands.gpus" scripts/gpu_lease_check.sh
 set -u
 

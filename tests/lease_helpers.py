@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rl_pipeline_bench.leases import lease_command
 
-LAUNCHER = (sys.executable, "-m", "rl_pipeline_bench.leases")
+LAUNCHER = (sys.executable, "-m", "rl_pipeline_bench.commands.lease")
 
 
 def gpu(index: int, *, used_mib: int = 0, procs: tuple = (), uuid: str | None = None) -> dict:

@@ -16,3 +16,10 @@ def test_architecture_doc_lists_the_contracts_layers():
     block = re.search(r"<!-- layers: begin -->\n```\n(.*?)```\n<!-- layers: end -->", doc, re.S)
     assert block, "docs/architecture.md lost its layers block"
     assert block.group(1).splitlines() == want
+
+
+def test_at_most_four_named_exceptions_to_the_layers():
+    """Issue 19's bound: a lower layer imports a higher one in at most four named places."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c for c in contracts if c["type"] == "layers"]
+    assert len(layers.get("ignore_imports", [])) <= 4, layers["ignore_imports"]

@@ -74,7 +74,7 @@ def _lease(tmp_path, env_extra, spec, count, inventory_gpus=2):
     inventory = write_inventory(tmp_path / "inventory.json", [gpu(i) for i in range(inventory_gpus)])
     env = dict(os.environ, RL_BENCH_GPU_INVENTORY=str(inventory), RL_BENCH_LOCK_DIR=str(tmp_path / "locks"), **env_extra)
     env.pop("RL_BENCH_LEASE_RECORD", None)
-    cmd = [sys.executable, "-m", "rl_pipeline_bench.leases", "run", "--gpus", spec, "--count", str(count),
+    cmd = [sys.executable, "-m", "rl_pipeline_bench.commands.lease", "run", "--gpus", spec, "--count", str(count),
            "--run-id", "slurm-env-test", "--memory-threshold-mib", "1024", "--",
            sys.executable, "-c", _SHOW]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)

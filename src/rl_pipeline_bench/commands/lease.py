@@ -126,3 +126,24 @@ def cmd_clear(args) -> int:
         for path in removed["removed_lock_files"]:
             print(f"removed lock file {path}")
     return 0
+
+
+# `python -m rl_pipeline_bench.commands.lease run|list|clear`: the same as `bench lease`, without
+# importing every other `bench` subcommand (some pull in torch), which keeps lease start-up fast.
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl_pipeline_bench.commands.lease", description="GPU lease supervisor")
+    add_lease_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as exc:
+        from ..configfile import ConfigError  # lazy: jsonschema is read only when no flag/env says it all
+
+        if not isinstance(exc, ConfigError):
+            raise
+        print(f"bench lease: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -42,16 +42,21 @@ wildcard_constraints:
     trial=r"\d+",
 
 
-def attempts_index_input(wildcards):
-    """The index as a report input: a new attempt makes the report out of date.
-
-    An empty index is made here when there is none yet (an empty index reads as no
-    attempts), so the report's input list is the same before and after the first run;
-    a list that grew by the index made the next invocation re-render the report.
-    """
+def _ensure_attempts_index():
+    """An empty index when there is none yet (an empty index reads as no attempts), so the report's
+    input list is the same before and after the first run (a list that grew by the index made the
+    next invocation re-render the report). Made while the workflow is read, before the DAG: a
+    cluster executor takes its file inventory first and would miss an index made later."""
     os.makedirs(os.path.dirname(ATTEMPTS_INDEX), exist_ok=True)
-    with open(ATTEMPTS_INDEX, "a", encoding="utf-8"):
+    with open(ATTEMPTS_INDEX, "a", encoding="utf-8"):  # appending nothing keeps its time
         pass
+
+
+_ensure_attempts_index()
+
+
+def attempts_index_input(wildcards):
+    """The index as a report input: a new attempt makes the report out of date."""
     return [ATTEMPTS_INDEX]
 
 

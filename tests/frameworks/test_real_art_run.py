@@ -20,6 +20,7 @@ because they need GPUs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -118,9 +119,11 @@ SERVER: FakeChatServer  # the loopback vLLM of the current test
 
 @pytest.fixture
 def gpu_edges(monkeypatch):
-    yield from installed_gpu_edges(monkeypatch)
+    with installed_gpu_edges(monkeypatch) as edges:
+        yield edges
 
 
+@contextlib.contextmanager
 def installed_gpu_edges(monkeypatch, delay_s: float = 0.05):
     global SERVER
     backends: list[RecordingMegatronBackend] = []
@@ -208,9 +211,7 @@ def sigterm_run(evidence_root: str) -> None:
     from rl_pipeline_bench import image_runs
 
     tmp = Path(evidence_root)
-    with pytest.MonkeyPatch.context() as mp:
-        edges = installed_gpu_edges(mp, delay_s=0.5)
-        next(edges)
+    with pytest.MonkeyPatch.context() as mp, installed_gpu_edges(mp, delay_s=0.5):
         ctx = small_context(tmp, "art", plan_updates=PLAN)
         image_runs.stop_on_sigterm()
         try:
@@ -230,7 +231,7 @@ def test_sigterm_mid_run_fails_the_run_with_its_evidence(tmp_path):
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            if list(calls_dir.glob("calls*")):
+            if list(calls_dir.glob("parts/calls-*")):  # calls written: mid-rollout
                 break
             time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()[0][-3000:]

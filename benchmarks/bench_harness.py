@@ -102,7 +102,7 @@ def timing_writer_class(spans: Spans):
     return TimedWriter
 
 
-def one_run(spec, suite, workload: str, model_record: Path, plan: Path, root: Path) -> dict:
+def one_run(spec, workload: str, model_record: Path, plan: Path, root: Path) -> dict:
     from rl_pipeline_bench import runner
     from rl_pipeline_bench.evidence import read_evidence
 
@@ -121,15 +121,14 @@ def one_run(spec, suite, workload: str, model_record: Path, plan: Path, root: Pa
     if ev.problems:
         sys.exit(f"{evidence_dir}: {ev.problems}")
     done = dict(zip(ev.updates["update"], ev.updates["completed_at"]))
-    warmup = int(suite.contract["warmup_updates"])
-    last = max(done)
-    lo, hi = float(done[warmup]), float(done[last])
+    first, last = spec.contract.measured_window
+    lo, hi = float(done[first - 1]), float(done[last])
     window = hi - lo
     caller = spans.clipped("caller", lo, hi)
     caller_cpu = spans.clipped("caller_cpu", lo, hi)
     background = spans.clipped("background", lo, hi)
     background_cpu = spans.clipped("background_cpu", lo, hi)
-    return {"workload": workload, "window_s": window, "updates": last - warmup,
+    return {"workload": workload, "window_s": window, "updates": last - first + 1,
             "caller_s": caller, "caller_cpu_s": caller_cpu, "background_s": background, "background_cpu_s": background_cpu,
             "share": caller / window, "background_share": background / window,
             "background_cpu_share": background_cpu / window}
@@ -142,23 +141,21 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload (default 1)")
     args = parser.parse_args()
 
-    from rl_pipeline_bench.configfile import get_suite
     from rl_pipeline_bench import paths
     from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
     from rl_pipeline_bench.spec import spec_from_config_file
 
     spec = spec_from_config_file(CONFIG_PATH, "smoke")
-    suite = get_suite(spec.as_config(), spec.suite_name)
-    model_record = paths.model_record(suite["model"], ROOT)
+    model_record = paths.model_record(spec.model["name"], ROOT)
     if not model_record.exists():
         sys.exit(f"{model_record} is missing: run `uv run snakemake --cores 1 {model_record.relative_to(ROOT)}` first")
-    workloads = args.workload or list(suite["workloads"])
+    workloads = args.workload or spec.workloads
     rows = []
     with tempfile.TemporaryDirectory(prefix="rl-bench-harness-") as tmp:
         for workload in workloads:
             for _ in range(args.repeat):
                 plan = paths.plan_file(spec.id, workload, ROOT)
-                r = one_run(spec, suite, workload, model_record, plan, Path(tmp))
+                r = one_run(spec, workload, model_record, plan, Path(tmp))
                 rows.append(r)
                 print(f"{workload:<18} measured window {r['window_s']:6.2f} s over {r['updates']} updates; "
                       f"harness on the run's threads {r['caller_s'] * 1e3:7.1f} ms "

@@ -55,18 +55,18 @@ def attempts_index_input(wildcards):
     return [ATTEMPTS_INDEX]
 
 
-def _check_topology(suite):
+def _check_topology(spec):
     """Refuse, at DAG time, a suite its backends' descriptors cannot run (device, GPUs, model, topology)."""
     from rl_pipeline_bench.topology import preflight as topology_preflight
 
-    for backend in suite["backends"]:
+    for backend in spec.backends:
         try:
-            topology_preflight(config, suite, backend)
+            topology_preflight(spec, backend)
         except ConfigError as exc:
             raise WorkflowError(str(exc))
 
 
-_check_topology(SUITE)
+_check_topology(RunSpec(SPECS[SPEC_ID]))
 
 
 def model_inputs(wildcards):
@@ -123,8 +123,14 @@ def model_record(wildcards):
 
 
 def spec_run_files(spec_id, pattern):
-    """One file per run of the spec, from a run-directory pattern of rl_pipeline_bench.paths."""
-    return [pattern.format(**t._asdict()) for t in paths.run_targets(spec_id, SPECS[spec_id]["settings"])]
+    """One file per run of the spec (trials as this config asks), from a run-directory pattern of rl_pipeline_bench.paths."""
+    return [pattern.format(**t._asdict()) for t in spec_run_targets(spec_id)]
+
+
+def spec_run_targets(spec_id):
+    """Every (spec, backend, workload, trial) of a spec, the trial count as this config asks (not hashed)."""
+    spec = RunSpec(SPECS[spec_id])
+    return paths.run_targets(spec_id, spec.backends, spec.workloads, spec.trials)
 
 
 def spec_summaries(spec_id):
@@ -191,7 +197,7 @@ def spec_lease_prefix(spec_id, run_id):
 # -- evaluation (rules/eval.smk): targets come from rl_pipeline_bench.eval.targets ------
 
 #: Snakemake wildcard constraint of an eval settings hash (rl_pipeline_bench.eval.spec).
-EVAL_HASH_PATTERN = rf"[0-9a-f]{{{EVAL_HASH_LENGTH}}}"
+EVAL_HASH_PATTERN = rf"[0-9a-f]{{{HASH_LENGTH}}}"
 
 
 def _eval_call(fn, *args, **kwargs):
@@ -280,7 +286,7 @@ def record_dirs(dirs):
 
 def spec_record_dirs(spec_id):
     """Every run directory of a spec and its probe directory (see record_dirs)."""
-    runs = [str(paths.run_dir(*t)) for t in paths.run_targets(spec_id, SPECS[spec_id]["settings"])]
+    runs = [str(paths.run_dir(*t)) for t in spec_run_targets(spec_id)]
     return record_dirs(runs + sorted({os.path.dirname(p) for p in spec_probes(spec_id)}))
 
 

@@ -13,7 +13,7 @@ from rl_pipeline_bench.config import validate_config
 from rl_pipeline_bench.configfile import ConfigError, get_suite, safe_name_regex
 from rl_pipeline_bench.eval import targets as eval_targets
 from rl_pipeline_bench.evidence_digest import edited_evidence
-from rl_pipeline_bench.eval.spec import HASH_LENGTH as EVAL_HASH_LENGTH
+from rl_pipeline_bench.settings_hash import HASH_LENGTH
 from rl_pipeline_bench.progress import PREFIX as progress_prefix
 from rl_pipeline_bench.snapshots import model_rule_params
-from rl_pipeline_bench.spec import SPEC_ID_PATTERN, SpecError, build_spec, load_spec
+from rl_pipeline_bench.spec import SPEC_ID_PATTERN, RunSpec, SpecError, build_spec, load_spec

@@ -1,11 +1,12 @@
 """Adding a backend is one package plus one recipe folder, and nothing else.
 
 A scratch copy of the repository gets exactly `src/rl_pipeline_bench/backends/toy/`
-and `containers/toy/` (tests/fixtures/toy_backend/) as code; a suite using it is
-config data (added to the copy's config.yaml, because jobs read that file). The
-registry then offers the toy backend everywhere (schema, CLI choices, wildcards,
-provenance, suite checks, manifests), the pipeline plans and runs it to a rendered
-report, and the other backends' recipes are untouched.
+and `containers/toy/` (tests/fixtures/toy_backend/) as code; a suite using it and
+its own `toy:` section are config data (added to the copy's config.yaml, because
+jobs read that file). The registry then offers the toy backend everywhere (schema,
+CLI choices, wildcards, provenance, suite checks, manifests, its environment
+variables, its host hook in a Kubernetes qualification), the pipeline plans and runs
+it to a rendered report, and the other backends' recipes are untouched.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ TOY_SUITE = {
 }
 
 
+#: The toy backend's own top-level config section (its descriptor's config_schema requires it).
+TOY_SECTION = {"served_by": "toy-server-7"}
 TOY_PROBES = yaml.safe_load((ROOT / "config.yaml").read_text())["suites"]["smoke"]["probes"]
 
 
@@ -54,6 +57,7 @@ def _config_file(path: Path, **suite_changes) -> Path:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["suite"] = "toy"
     config["suites"]["toy"] = dict(TOY_SUITE, probes=TOY_PROBES, **suite_changes)
+    config["toy"] = dict(TOY_SECTION)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
@@ -94,6 +98,7 @@ def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
     suite = schema["properties"]["suites"]["additionalProperties"]
     assert suite["properties"]["backends"]["items"]["enum"] == ["art", "reference", "skyrl", "toy"]
     assert "toy_delay_s" in suite["properties"] and "skyrl_batch_size" in suite["properties"]
+    assert "toy" in schema["required"] and schema["properties"]["toy"]["required"] == ["served_by"]
     recipe = _bench(toy_repo, "provenance", "recipe", "--backend", "toy")  # CLI choices come from the registry
     assert recipe.returncode == 0, recipe.stderr
     assert json.loads(recipe.stdout)["sha256"] == provenance.recipe_record("toy", toy_repo)["sha256"]
@@ -101,6 +106,9 @@ def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
     plan = _bench(toy_repo, "plan", "--suite", "toy")
     assert plan.returncode == 0, plan.stderr
     assert f"results/runs/{_spec_id(toy_repo)}/toy/tool_history/trial1/run.json" in plan.stdout
+    # Its config section is part of the run spec (hashed: it changes the work).
+    spec = json.loads(_bench(toy_repo, "plan", "--suite", "toy", "--json").stdout)["spec"]
+    assert spec["settings"]["backend_settings"] == {"toy": TOY_SECTION}
 
     # The toy descriptor's own suite check refuses at DAG time, naming the key.
     bad = snakemake(toy_repo, "-n", "--configfile", str(_config_file(tmp_path / "bad.yaml", scale=0.5)),
@@ -115,11 +123,42 @@ def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
     assert "allowed: art, reference, skyrl, toy" in unknown.stdout + unknown.stderr
 
 
+def test_a_kubernetes_qualification_offers_the_added_backends_host_hook(toy_repo, tmp_path):
+    """The host hook is declared on the toy's descriptor only; the k8s CLI takes it from there."""
+    source = tmp_path / "source.json"
+    code = ("import json; from rl_pipeline_bench.cli import ROOT, recipe_manifest, source_manifest; "
+            "print(json.dumps(dict(source_sha256=source_manifest(), recipe_sha256=recipe_manifest(ROOT))))")
+    made = subprocess.run([sys.executable, "-c", code], cwd=toy_repo, env=workflow_env(toy_repo, own_source=True),
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    source.write_text(made.stdout)
+
+    def qualify(*hooks: str) -> subprocess.CompletedProcess:
+        args = ["--backend", "toy", "--suite", "toy", "--name", "rl-bench-toy-test",
+                "--image", "registry.example.com/rl-bench/toy@sha256:" + "ab" * 32,
+                "--source-provenance", str(source), "--output", str(tmp_path / "out"), "--pvc", "bench-data",
+                "--cache-subpath", "hf", "--dry-run"]
+        for hook in hooks:
+            args += ["--host-hook", hook]
+        return subprocess.run([sys.executable, str(toy_repo / "scripts" / "qualify_kubernetes.py"), *args],
+                              cwd=toy_repo, env=workflow_env(toy_repo, own_source=True), capture_output=True,
+                              text=True, timeout=300)
+
+    proc = qualify("toy-pinned-threads")
+    assert proc.returncode == 0, proc.stderr
+    _configmap, pod = list(yaml.safe_load_all(proc.stdout))
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[command.index("--host-hook") + 1] == "toy-pinned-threads"
+    wrong = qualify("cuda-compat")  # another backend's hook is not the toy's
+    assert wrong.returncode == 2 and "backend toy declares only toy-pinned-threads" in wrong.stderr
+
+
 def test_pipeline_plans_and_runs_the_added_backend(toy_repo):
     dry = snakemake(toy_repo, "-n", "reports/comparison.html", own_source=True)
     assert dry.returncode == 0
     assert "run_benchmark" in scheduled_jobs(dry) and "recipe_hash" in scheduled_jobs(dry)
-    proc = snakemake(toy_repo, "reports/comparison.html", own_source=True)
+    # TOY_* variables shape its runs (its descriptor's env_prefixes): the manifest records them.
+    proc = snakemake(toy_repo, "reports/comparison.html", own_source=True, extra_env={"TOY_KNOB": "42"})
     assert proc.returncode == 0, proc.stderr[-4000:]
     spec_id = _spec_id(toy_repo)
     storage = json.loads((toy_repo / f"results/probes/{spec_id}/storage.json").read_text())
@@ -130,7 +169,9 @@ def test_pipeline_plans_and_runs_the_added_backend(toy_repo):
     assert summary["backend"] == "toy" and summary["counts"]["updates"] == 5
     evidence = toy_repo / json.loads((run_dir / "run.json").read_text())["evidence_dir"]
     manifest = json.loads((evidence / "manifest.json").read_text())
-    assert manifest["status"] == "completed" and manifest["toy"] == {"updates_served": 5}
+    assert manifest["status"] == "completed"
+    assert manifest["toy"] == {"updates_served": 5, "served_by": TOY_SECTION["served_by"]}  # its config section
+    assert manifest["env"]["TOY_KNOB"] == "42"
     assert "toy-framework" in manifest["host"]["packages"] and "openpipe-art" not in manifest["host"]["packages"]
     assert manifest["recipe_sha256"] == provenance.recipe_record("toy", toy_repo)["sha256"]
     assert json.loads((toy_repo / "results/provenance/recipes/toy.json").read_text())["backend"] == "toy"

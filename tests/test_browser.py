@@ -94,3 +94,98 @@ def test_report_in_headless_chromium(smoke_workdir, browser_context, tmp_path):
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width == 1280 and height > 2000  # the whole page, not the viewport
+
+
+# --------------------------------------------------------------------------- layout at two screen sizes
+
+#: A laptop screen and a narrow window.
+VIEWPORTS = ({"width": 1280, "height": 800}, {"width": 900, "height": 700})
+
+#: Runs in the page: where the answer is, how wide the page is, row heights and text-column widths.
+_LAYOUT = """() => {
+  const box = (el) => el.getBoundingClientRect();
+  const rows = (sel) => Array.from(document.querySelectorAll(sel)).map((tr) => Math.round(box(tr).height));
+  const words = Array.from(document.querySelectorAll('td.words')).map((td) => Math.round(box(td).width));
+  const sections = Array.from(document.querySelectorAll('main > section')).map((s) => s.id);
+  const headline = document.querySelector('#headline table');
+  const ratio = document.querySelector('#headline h3 + p + table');
+  return {pageWidth: document.documentElement.scrollWidth, viewport: innerWidth, sections,
+          headlineTableBottom: headline ? Math.round(box(headline).bottom + scrollY) : null,
+          ratioTableTop: ratio ? Math.round(box(ratio).top + scrollY) : null,
+          trialRows: rows('#trials tbody tr'), activityRows: rows('#activity tbody tr'),
+          efficiencyRows: rows('#infrastructure h3 + p + table tbody tr'), words};
+}"""
+
+
+def _layout_problems(found: dict, viewport: dict, *, two_backends: bool) -> list[str]:
+    problems = []
+    if found["pageWidth"] > found["viewport"]:
+        problems.append(f"page {found['pageWidth']} px wide in a {found['viewport']} px window")
+    if found["sections"][:1] != ["headline"]:
+        problems.append(f"the report does not lead with the headline: {found['sections'][:3]}")
+    if found["headlineTableBottom"] is None or found["headlineTableBottom"] > viewport["height"]:
+        problems.append(f"headline table ends at {found['headlineTableBottom']} px, below the first screen")
+    if two_backends and found["ratioTableTop"] is None:
+        problems.append("no ratio table in the headline section")
+    for name in ("trialRows", "activityRows", "efficiencyRows"):
+        tall = [h for h in found[name] if h > 150]
+        if tall:
+            problems.append(f"{name}: rows {tall} px tall")
+    narrow = [w for w in found["words"] if w < 200]
+    if narrow:
+        problems.append(f"text columns squeezed to {narrow} px")
+    return problems
+
+
+def _layout(context, html: Path, viewport: dict) -> dict:
+    page = context.new_page()
+    page.set_viewport_size(viewport)
+    page.goto(html.as_uri(), wait_until="load")
+    found = page.evaluate(_LAYOUT)
+    page.close()
+    return found
+
+
+@pytest.fixture(scope="module")
+def two_trial_report(tmp_path_factory, fresh_config):
+    """A report of two backends x two workloads x two trials (TEST FIXTURE evidence through the real
+    EvidenceWriter and contract code): noise warnings in every row, ratios with intervals."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_report import BACKENDS, _plans, _spec, trial_summaries
+
+    from rl_pipeline_bench.attempts import seed_index
+    from rl_pipeline_bench.report import render_report
+
+    ws = tmp_path_factory.mktemp("two_trials")
+    suite, ev = "fixture2", ws / "results" / "evidence"
+    spec = _spec(fresh_config(), suite, BACKENDS)
+    summaries = trial_summaries(ws, spec, (1, 2), 0.08)
+    index = ws / "results" / "attempts.jsonl"
+    seed_index(ev, index)
+    reports = ws / "reports"
+    render_report(summaries, _plans(ws, spec), ev, reports / "comparison.html", reports / "tables",
+                  reports / "figures", suite, spec, attempts_index=index)
+    return reports / "comparison.html"
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=lambda v: f"{v['width']}x{v['height']}")
+def test_two_trial_report_layout(two_trial_report, browser_context, viewport):
+    """The answer on the first screen (headline table, then the ratio with its interval); noise
+    warnings readable (no word-per-line column, no 400 px rows); the page no wider than the window."""
+    found = _layout(browser_context, two_trial_report, viewport)
+    assert _layout_problems(found, viewport, two_backends=True) == [], found
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=lambda v: f"{v['width']}x{v['height']}")
+def test_smoke_report_layout(smoke_workdir, browser_context, viewport):
+    """The smoke run's report (one backend, Infrastructure section): the same layout rules, and the
+    trainer FLOPs caveats said once under their table, not in every row."""
+    html = smoke_workdir / "reports" / "comparison.html"
+    found = _layout(browser_context, html, viewport)
+    assert _layout_problems(found, viewport, two_backends=False) == [], found
+    text = html.read_text(encoding="utf-8")
+    assert text.count("LoRA: frozen base weights cost") == 1 and text.count("Every estimate above:") == 1
+    assert "paper: " not in text  # no LIBERO/RoboTwin reference rows without such an evaluation
+    assert "This suite runs it at scale 0.02" in text

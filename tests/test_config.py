@@ -27,8 +27,15 @@ def test_shipped_config_is_valid(config):
 
 
 def test_default_contract_is_five_plus_fifteen(config):
+    from rl_pipeline_bench.contract.settings import ContractSettings
+    from rl_pipeline_bench.spec import build_spec
+
+    assert ContractSettings().settings() == {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5}
     for name in ("smoke", "comparison"):
-        assert config["suites"][name]["contract"] == {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5}
+        # the shipped suites leave the contract to its one home, ContractSettings
+        assert "contract" not in config["suites"][name]
+        contract = build_spec(config, name)["settings"]["contract"]
+        assert {k: contract[k] for k in ContractSettings().settings()} == ContractSettings().settings()
 
 
 def test_unknown_suite_lists_known(config):
@@ -49,7 +56,7 @@ def test_configfiles_merge_like_snakemake_then_overrides_apply(config, tmp_path)
     # and --set-style overrides apply last, as `snakemake --configfile A B --config k=v` does
     assert smoke["trials"] == 3 and smoke["backends"] == config["suites"]["smoke"]["backends"]
     assert smoke["contract"]["warmup_updates"] == 1
-    assert smoke["contract"]["measured_updates"] == config["suites"]["smoke"]["contract"]["measured_updates"]
+    assert smoke["contract"] == {"warmup_updates": 1}  # the other keys take ContractSettings' defaults
     assert merged["suite"] == "smoke"
     bad = tmp_path / "bad.yaml"
     bad.write_text("suites:\n  smoke:\n    trials: many\n")
@@ -78,7 +85,9 @@ def test_unknown_key_lists_allowed_keys(config):
 @pytest.mark.parametrize(
     "mutate, needle",
     [
-        (lambda c: c["suites"]["smoke"]["contract"].update(headline_updates=99), "headline_updates"),
+        (lambda c: c["suites"]["smoke"].update(contract={"headline_updates": 99}), "suites/smoke/contract"),
+        (lambda c: c["suites"]["smoke"].update(contract={"measured_updates": 3}),
+         "headline_updates (5) exceeds measured_updates (3)"),
         (lambda c: c["suites"]["smoke"].update(gpus=2), "suites/smoke/gpus"),
         (lambda c: c["suites"]["comparison"].update(gpu_sets=["0,1"]), "gpu_sets"),
         (lambda c: c["suites"]["smoke"].update(model="nomodel"), "unknown model 'nomodel'"),

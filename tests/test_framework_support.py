@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from rl_pipeline_bench import backends
-from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.spec import build_spec, check_spec
 from rl_pipeline_bench.framework_support import SupportError, refuse_gaps
 
 
@@ -27,9 +27,9 @@ def test_preflight_refuses_a_framework_that_is_not_there(backend, framework):
 
 
 def test_framework_backends_describe_what_preflight_asks(config):
-    suite = get_suite(config, "comparison")
+    spec = check_spec(build_spec(config, "comparison"))
     for name in ("art", "skyrl"):
-        native = backends.get(name).native_support(config, suite)
+        native = backends.get(name).native_support(spec)
         assert native and isinstance(native, dict)
     assert backends.get("reference").native_support is None
 

@@ -122,9 +122,17 @@ def test_an_image_whose_files_differ_from_its_labels_fails_the_run_before_the_ba
     monkeypatch.setenv("RL_BENCH_RUNTIME", "container")
     monkeypatch.setenv(provenance.BAKED_RECIPE_ENV, provenance.recipe_record("reference", ROOT)["sha256"])
     monkeypatch.setenv(provenance.BAKED_SOURCE_ENV, "f" * 64)
+    from rl_pipeline_bench.reference_model import BUILD_RECORD, load_build_config
+
+    # The spec's own model, built from its build config, but with no weights: a backend that
+    # started would fail on them, with another error (the model identity check passes first).
+    spec_model = spec.settings["model"]
+    snapshot = tmp_path / "no-weights"
+    snapshot.mkdir()
+    (snapshot / BUILD_RECORD).write_text(json.dumps({"build_config": load_build_config(ROOT / spec_model["build_config"])}))
     model = tmp_path / "model.json"
-    model.write_text(json.dumps({"model": "reference-tiny-qwen3moe", "snapshot_path": str(tmp_path / "no-weights")}))
-    # (no weights exist: a backend that started would fail on them, with another error)
+    model.write_text(json.dumps({"model": spec_model["name"], "repo_id": spec_model["repo_id"],
+                                 "source": spec_model["source"], "snapshot_path": str(snapshot)}))
     code = runner.execute_run(spec, "reference", "multi_turn", 1, model_record=model,
                               evidence_dir_root=tmp_path / "evidence", run_id="in-place-mismatch")
     manifest = json.loads((tmp_path / "evidence/in-place-mismatch/manifest.json").read_text())

@@ -47,6 +47,36 @@ def test_context_is_exactly_the_hashed_files_and_deterministic(tmp_path):
     assert images.build_context("reference", root) == blob
 
 
+class _RecordingBuildApi:
+    """Test double at an edge this machine cannot reach (the CUDA base image and the framework
+    downloads): it records what build_image asks the engine to build, then fails the build."""
+
+    def __init__(self):
+        self.kwargs = None
+        self.api = self
+
+    def build(self, **kwargs):
+        from docker.errors import BuildError
+
+        self.kwargs = kwargs
+        raise BuildError("recorded, not built", [])
+
+
+@pytest.mark.parametrize("backend", ["art", "skyrl"])
+def test_framework_images_build_from_the_shared_dockerfile(backend, monkeypatch):
+    monkeypatch.setenv(images.BUILD_CA_ENV, "none")
+    engine = _RecordingBuildApi()
+    with pytest.raises(images.ImageError, match="recorded, not built"):
+        images.build_image(backend, REPO, client=engine, log=lambda line: None)
+    kw = engine.kwargs
+    assert kw["dockerfile"] == "containers/framework.Dockerfile"  # a path inside the context
+    assert kw["buildargs"]["RL_BENCH_BACKEND"] == backend
+    assert kw["buildargs"]["RL_BENCH_RECIPE_SHA256"] == provenance.recipe_record(backend, REPO)["sha256"]
+    with tarfile.open(fileobj=kw["fileobj"]) as tar:
+        names = set(tar.getnames())
+    assert {"containers/framework.Dockerfile", f"containers/{backend}/pins.env", f"containers/{backend}/setup.sh"} <= names
+
+
 def test_unreachable_engine_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
     with pytest.raises(images.ImageError, match=r"no Docker-API engine reachable at DOCKER_HOST=unix://.*nothing.sock.*setup_podman.sh"):

@@ -56,7 +56,7 @@ def _args(source_json: Path, output: Path, **over) -> argparse.Namespace:
     base = dict(backend="art", suite="comparison", name="rl-bench-art-test", image=IMAGE,
                 source_provenance=str(source_json), output=str(output), context="lab", namespace="bench",
                 pvc="bench-data", cache_subpath="caches/huggingface", pull_secret=None, scheduler=None,
-                node_selector=[], runtime_class=None, skyrl_cuda_compat=False)
+                node_selector=[], runtime_class=None, host_hook=[])
     base.update(over)
     return argparse.Namespace(**base)
 
@@ -99,13 +99,14 @@ def test_dry_run_prints_the_pod_and_creates_nothing(source_json, tmp_path):
     out = tmp_path / "out"
     proc = _cli("--backend", "skyrl", "--name", "rl-bench-skyrl-test", "--image", IMAGE.replace("/art@", "/skyrl@"),
                 "--source-provenance", str(source_json), "--output", str(out), "--pvc", "bench-data",
-                "--cache-subpath", "caches/huggingface", "--skyrl-cuda-compat", "--namespace", "bench", "--dry-run")
+                "--cache-subpath", "caches/huggingface", "--host-hook", "cuda-compat", "--namespace", "bench", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     configmap, pod_body = list(yaml.safe_load_all(proc.stdout))
     strict(configmap)
     strict(pod_body)
     assert pod_body["kind"] == "Pod" and pod_body["metadata"]["namespace"] == "bench"
-    assert "--skyrl-cuda-compat" in pod_body["spec"]["containers"][0]["command"]
+    command = pod_body["spec"]["containers"][0]["command"]
+    assert command[command.index("--host-hook") + 1] == "cuda-compat"  # declared by the skyrl descriptor
     assert "nothing was created" in proc.stderr and not out.exists()
 
 
@@ -114,7 +115,8 @@ def test_dry_run_prints_the_pod_and_creates_nothing(source_json, tmp_path):
     ({"image": "registry.example.com/rl-bench/art@sha256:1234"}, ["not a sha256 digest"]),
     ({"name": "Bad_Name"}, ["--name", "RFC 1123"]),
     ({"backend": "reference"}, ["--backend", "not in suite 'comparison'"]),
-    ({"skyrl_cuda_compat": True}, ["--skyrl-cuda-compat applies only to --backend skyrl"]),
+    ({"host_hook": ["cuda-compat"]}, ["--host-hook cuda-compat", "backend art declares no host hooks"]),
+    ({"backend": "skyrl", "host_hook": ["cuda-compt"]}, ["--host-hook cuda-compt", "declares only cuda-compat"]),
     ({"cache_subpath": "../etc"}, ["--cache-subpath", "without '..'"]),
     ({"node_selector": ["novalue"]}, ["--node-selector", "KEY=VALUE"]),
     ({"name": "rl-bench\n"}, ["--name", "RFC 1123"]),
@@ -133,6 +135,16 @@ def test_bad_input_is_refused_naming_the_flag(source_json, tmp_path, change, wor
     with pytest.raises(RequestError) as err:
         build_request(_args(source_json, tmp_path / "out", **change))
     assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_a_saved_request_round_trips_and_an_older_layout_still_loads(source_json, tmp_path):
+    from rl_pipeline_bench.k8s.request import QualifyRequest
+
+    req = build_request(_args(source_json, tmp_path / "out", backend="skyrl", host_hook=["cuda-compat"]))
+    saved = json.loads(json.dumps(req.to_dict()))
+    assert QualifyRequest.from_dict(saved) == req
+    older = {k: v for k, v in saved.items() if k != "host_hooks"} | {"skyrl_cuda_compat": True}
+    assert QualifyRequest.from_dict(older).host_hooks == ()
 
 
 def test_existing_output_and_incomplete_source_record_are_refused_by_the_script(source_json, tmp_path):

@@ -20,12 +20,11 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from evidence_fixtures import build_evidence, default_calls  # noqa: E402
-from test_report import BACKENDS, UPDATES, WORKLOADS, _manifest, _plans, _spec  # noqa: E402
+from evidence_fixtures import default_calls  # noqa: E402
+from test_report import BACKENDS, UPDATES, _plans, _spec, trial_summaries  # noqa: E402
 from workflow_copy import scheduled_jobs, snakemake  # noqa: E402
 
 from rl_pipeline_bench.attempts import seed_index  # noqa: E402
-from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report.build import collect_report, fmt_num  # noqa: E402
 from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources  # noqa: E402
 from rl_pipeline_bench.spec import write_spec  # noqa: E402
@@ -42,28 +41,22 @@ def _need_latexmk() -> None:
 
 
 @pytest.fixture(scope="module")
-def paper(tmp_path_factory):
+def paper(tmp_path_factory, fresh_config):
     """Two backends x two workloads x three trials (art 3 s/update, skyrl 2 s/update, a little
     noise per trial); skyrl/long_generation trial 3 breaks a forced length."""
     ws = tmp_path_factory.mktemp("paper")
     suite = "fixture2"
-    spec = _spec(suite, BACKENDS)
+    spec = _spec(fresh_config(), suite, BACKENDS)
     ev = ws / "results" / "evidence"
-    summaries = []
-    for w in WORKLOADS:
-        for b, step in (("art", 3.0), ("skyrl", 2.0)):
-            for t in TRIALS:
-                completed = [step * u * (1 + 0.01 * t) for u in UPDATES]
-                kw = {}
-                if (b, w, t) == ("skyrl", "long_generation", 3):
-                    calls = default_calls(UPDATES, completed, [u % 4 + 1 for u in UPDATES], 4)
-                    calls[5]["completion_tokens"] += 3
-                    kw["calls"] = calls
-                path = build_evidence(ev, completed_at=completed, manifest={**_manifest(spec, b, w), "trial": t},
-                                      run_id=f"20260101T00000{t}Z-{suite}-{b}-{w}-trial{t}", **kw)
-                out = ws / "results" / "runs" / spec.id / b / w / f"trial{t}" / "summary.json"
-                summarize_to_file(path, out)
-                summaries.append(out)
+
+    def calls_for(b, w, t, completed):
+        if (b, w, t) != ("skyrl", "long_generation", 3):
+            return None
+        calls = default_calls(UPDATES, completed, [u % 4 + 1 for u in UPDATES], 4)
+        calls[5]["completion_tokens"] += 3
+        return calls
+
+    summaries = trial_summaries(ws, spec, TRIALS, 0.01, calls_for)
     index = ws / "results" / "attempts.jsonl"
     seed_index(ev, index)
     inputs = dict(summary_paths=summaries, plan_paths=_plans(ws, spec), evidence_root=ev, suite_name=suite,
@@ -118,7 +111,9 @@ def test_rebuild_is_byte_identical_and_compiles(paper, tmp_path):
 
 
 def test_sources_import_no_gpu_or_benchmark_code(paper, tmp_path):
-    """`bench paper sources` in its own process: torch, NVML and the runner are never imported."""
+    """`bench paper sources` in its own process: torch, NVML, the runner and the backends' run code are never
+    imported. The backend registry's descriptors are (the spec is validated against the schema, whose backend
+    list comes from the registry), so a backend's package and its `contract` constants may load, nothing more."""
     args = ["paper", "sources", "--spec", str(paper.ws / "spec.json"), "--summaries",
             *map(str, paper.inputs["summary_paths"]), "--plans", *map(str, paper.inputs["plan_paths"]),
             "--evidence-root", str(paper.inputs["evidence_root"]),
@@ -126,7 +121,8 @@ def test_sources_import_no_gpu_or_benchmark_code(paper, tmp_path):
     write_spec(paper.spec.doc, paper.ws / "spec.json")
     code = ("import sys; from rl_pipeline_bench.cli import main; rc = main(sys.argv[1:]); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pynvml', 'transformers') "
-            "or m.startswith(('rl_pipeline_bench.runner', 'rl_pipeline_bench.backends', 'rl_pipeline_bench.leases'))); "
+            "or m.startswith(('rl_pipeline_bench.runner', 'rl_pipeline_bench.leases')) "
+            "or (m.startswith('rl_pipeline_bench.backends.') and m.count('.') > 2 and not m.endswith('.contract'))); "
             "print('IMPORTED', bad); sys.exit(rc or bool(bad))")
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -152,9 +148,10 @@ def _digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_workflow_paper_target_from_retained_evidence(smoke_workdir):
+def test_workflow_paper_target_from_retained_evidence(smoke_workdir, tmp_path):
     """`snakemake reports/paper` schedules only the paper rules, leaves evidence and the attempts
-    index untouched, and rebuilds byte for byte after `rm -rf reports/paper*`."""
+    index untouched, lays out every page (the smoke run's real Infrastructure tables included)
+    and rebuilds byte for byte after `rm -rf reports/paper*`."""
     _need_latexmk()
     evidence = _digest(smoke_workdir / "results" / "evidence")
     index = (smoke_workdir / "results" / "attempts.jsonl").read_bytes()
@@ -166,6 +163,12 @@ def test_workflow_paper_target_from_retained_evidence(smoke_workdir):
     assert proc.returncode == 0
     first = _tree(smoke_workdir / "reports" / "paper")
     assert first["paper.pdf"].startswith(b"%PDF-")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    paper_dir = smoke_workdir / "reports" / "paper"
+    assert _page_problems(paper_dir / "paper.pdf", (paper_dir / "paper.tex").read_text(), pages) == []
+    text = _pdf_text(paper_dir / "paper.pdf")
+    assert "< 60 s" in text and "> 500 MB/s" in text and "¡" not in text and "¿" not in text
     assert {"tables/headline.tex", "tables/trainer.tex", "tables/validation.tex", "figures/timelines.pdf",
             "figures/offered_multi_turn.pdf"} <= set(first)
     shutil.rmtree(smoke_workdir / "reports" / "paper")
@@ -174,3 +177,112 @@ def test_workflow_paper_target_from_retained_evidence(smoke_workdir):
     assert _tree(smoke_workdir / "reports" / "paper") == first
     assert _digest(smoke_workdir / "results" / "evidence") == evidence
     assert (smoke_workdir / "results" / "attempts.jsonl").read_bytes() == index
+
+
+# --------------------------------------------------------------------------- the compiled pages
+
+def _text_block(paper_tex: str) -> tuple[float, float, float]:
+    """(left, right, bottom) edge of the text block in PDF points, from paper.tex's own page
+    geometry and the article class's 10pt head (headheight 12pt + headsep 25pt)."""
+    import re
+
+    def inches(name: str) -> float:
+        return float(re.search(rf"\\setlength{{\\{name}}}{{(-?[\d.]+)in}}", paper_tex).group(1))
+
+    left = 72 * (1 + inches("oddsidemargin"))
+    top = 72 * (1 + inches("topmargin")) + 12 + 25
+    return left, left + 72 * inches("textwidth"), top + 72 * inches("textheight")
+
+
+def _page_problems(pdf: Path, paper_tex: str, tmp: Path) -> list[str]:
+    """What is wrong on the rendered pages: ink left or right of or below the text block, a table captioned
+    for one section printed under another (or under none)."""
+    import re
+
+    import numpy as np
+    from PIL import Image
+
+    for tool in ("pdftoppm", "pdftotext"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: `sudo bash .ci/setup_tex.sh` (poppler-utils)")
+    left, right, bottom = _text_block(paper_tex)
+    problems = []
+    # Every page as a 72 dpi greyscale image: one pixel per PDF point.
+    subprocess.run(["pdftoppm", "-r", "72", "-gray", "-png", str(pdf), str(tmp / "page")], check=True)
+    pages = sorted(tmp.glob("page-*.png"))
+    assert pages, "pdftoppm rendered no page"
+    for png in pages:
+        ink = np.asarray(Image.open(png).convert("L")) < 160
+        cols = np.flatnonzero(ink.any(axis=0))
+        if len(cols) and (cols.max() > right + 2 or cols.min() < left - 2):
+            problems.append(f"{png.name}: ink from x={cols.min()} to x={cols.max()} pt, text block {left:g}-{right:g} pt")
+        # Between the text block and the page number (footskip 30pt, digits about 7pt high): a page
+        # whose content ran past the bottom (a table taller than the page).
+        if ink[int(bottom) + 3:int(bottom) + 20].any():
+            problems.append(f"{png.name}: ink below the text block's bottom at {bottom:g} pt")
+    # Reading order: each "Table N: Section: ..." caption lies under that section's heading.
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    sections = re.findall(r"\\section\{([^}]*)\}", paper_tex)
+    heading = None
+    for line in text.splitlines():
+        if line.strip() in sections:
+            heading = line.strip()
+        c = re.match(r"Table \d+: (Infrastructure|Evaluation):", line.strip())
+        if c and heading != c.group(1):
+            problems.append(f"{line.strip()[:60]!r} is printed under section {heading!r}")
+    return problems
+
+
+def _pdf_text(pdf: Path) -> str:
+    return subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def infra_paper(paper, tmp_path_factory):
+    """The fixture paper with an Infrastructure section: a real storage probe (fio or Python, 4 MiB)
+    and TEST FIXTURE all-reduce records (test_report_infra), two of them labelled with text that
+    starts with `[` the way a user may label a probe."""
+    from test_report_infra import _allreduce_fixture
+
+    from rl_pipeline_bench.evidence import atomic_write_json
+    from rl_pipeline_bench.probes.storage import run_storage_probe
+
+    ws = tmp_path_factory.mktemp("infra_paper")
+    probes = ws / "probes"
+    probes.mkdir()
+    atomic_write_json(probes / "storage.json", run_storage_probe(ws / "scratch", 4 << 20, label="smoke",
+                                                                log=lambda m: None))
+    for name, rec in {"baseline": _allreduce_fixture("[baseline] smoke", "gloo", 2, [], 0.5),
+                      "pt": _allreduce_fixture("[3pt]", "gloo", 2, [], 0.5),
+                      "h200x8": _allreduce_fixture("h200x8", "nccl", 8, ["NVIDIA H200"] * 8, 0.005)}.items():
+        atomic_write_json(probes / f"allreduce_{name}.json", rec)
+    src = ws / "sources"
+    render_paper_sources(out_dir=src, **paper.inputs, run_infra_paths=[], probe_paths=sorted(probes.glob("*.json")))
+    return SimpleNamespace(src=src, ws=ws)
+
+
+def test_pages_keep_tables_inside_the_text_block_and_under_their_section(infra_paper, tmp_path):
+    """Every page rendered to an image: nothing outside the text block, no type below 6 pt, each
+    Infrastructure table under the Infrastructure heading; `[...]` cells print, `<`/`>` are
+    themselves (T1), units as in the HTML report."""
+    _need_latexmk()
+    pdf = compile_paper(infra_paper.src, tmp_path / "paper")
+    tex = (infra_paper.src / "paper.tex").read_text()
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    assert _page_problems(pdf, tex, pages) == []
+    text = _pdf_text(pdf)
+    assert "[baseline] smoke" in text and "[3pt]" in text
+    assert "> 500 MB/s" in text and "< 60" in text  # the storage target and the checkpoint targets' rows
+    assert "¡" not in text and "¿" not in text
+    assert "busbw GB/s" in text and "gbps" not in text and "mb per s" not in text
+    assert "Every column: reports/tables/infra_storage.csv." in text
+    assert "8x NVIDIA H200" in " ".join(text.split())
+
+
+def test_fixture_paper_pages_are_laid_out(paper, tmp_path):
+    _need_latexmk()
+    pdf = compile_paper(paper.src, tmp_path / "paper")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    assert _page_problems(pdf, (paper.src / "paper.tex").read_text(), pages) == []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rl_pipeline_bench import paths
 from rl_pipeline_bench.paths import ROOT
+from rl_pipeline_bench.spec import RunSpec
 
 #: A results or reports path written out (what only paths.py may hold).
 LAYOUT_LITERAL = re.compile(r"\b(results|reports)/(specs|runs|evidence|workloads|probes|models|images|provenance|"
@@ -44,8 +45,7 @@ def test_layout_is_written_out_only_in_paths_py():
 
 
 def test_run_targets_are_backends_by_workloads_by_trials():
-    settings = {"backends": ["a", "b"], "workloads": ["w"], "trials": 2}
-    targets = paths.run_targets("s-0123456789ab", settings)
+    targets = paths.run_targets("s-0123456789ab", ["a", "b"], ["w"], 2)
     assert [(t.backend, t.workload, t.trial) for t in targets] == [("a", "w", 1), ("a", "w", 2), ("b", "w", 1), ("b", "w", 2)]
     assert paths.run_dir(*targets[3]) == Path("results/runs/s-0123456789ab/b/w/trial2")
     assert paths.RUN_RECORD.format(**targets[0]._asdict()) == "results/runs/s-0123456789ab/a/w/trial1/run.json"
@@ -57,6 +57,8 @@ def test_bench_plan_lists_the_layouts_targets():
                           capture_output=True, text=True, check=True, cwd=ROOT)
     plan = json.loads(proc.stdout)
     spec_id = plan["spec"]["id"]
-    expected = [paths.RUN_RECORD.format(**t._asdict()) for t in paths.run_targets(spec_id, plan["spec"]["settings"])]
+    spec = RunSpec(plan["spec"])
+    expected = [paths.RUN_RECORD.format(**t._asdict())
+                for t in paths.run_targets(spec_id, spec.backends, spec.workloads, spec.trials)]
     assert [r["target"] for r in plan["runs"]] == expected
     assert plan["probes"] == [str(p) for p in paths.probe_records(spec_id)]

@@ -46,8 +46,9 @@ def test_every_backend_has_a_complete_recipe():
     assert len(set(manifest.values())) == 3  # distinct recipes, distinct hashes
     for b in BACKENDS:
         files = provenance.recipe_files(b, REPO)
-        for name in ("Dockerfile", "setup.sh", "env.sh", "pins.env"):
+        for name in ("setup.sh", "env.sh", "pins.env"):
             assert f"containers/{b}/{name}" in files
+        assert provenance.recipe_dockerfile(b, REPO) in files
         assert f"src/rl_pipeline_bench/backends/{b}/__init__.py" in files
         # One folder is one recipe: nothing of another backend's folder or package.
         others = [o for o in BACKENDS if o != b]
@@ -60,6 +61,27 @@ def test_recipe_folders_and_backend_packages_match():
     """Every registered backend has a recipe folder and every recipe folder a backend."""
     folders = {p.name for p in (REPO / "containers").iterdir() if p.is_dir() and p.name != "common"}
     assert folders == set(BACKENDS)
+
+
+def test_framework_images_share_one_dockerfile_and_keep_their_own_recipe_hashes(tmp_path):
+    """ART and SkyRL build from containers/framework.Dockerfile (build arg RL_BENCH_BACKEND);
+    each recipe hash covers that file and its own folder's bytes, and no other backend's."""
+    shared = "containers/framework.Dockerfile"
+    for b in ("art", "skyrl"):
+        assert provenance.recipe_dockerfile(b, REPO) == shared and shared in provenance.recipe_files(b, REPO)
+        assert not (REPO / "containers" / b / "Dockerfile").exists()
+    assert provenance.recipe_dockerfile("reference", REPO) == "containers/reference/Dockerfile"
+    assert shared not in provenance.recipe_files("reference", REPO)
+    assert 'ARG RL_BENCH_BACKEND' in (REPO / shared).read_text()
+    root = copy_tree(tmp_path)
+    before = provenance.recipe_manifest(root)
+    (root / shared).write_text((root / shared).read_text() + "# one more line\n")
+    after = provenance.recipe_manifest(root)
+    assert after["art"] != before["art"] and after["skyrl"] != before["skyrl"] and after["reference"] == before["reference"]
+    setup = root / "containers" / "skyrl" / "setup.sh"
+    setup.write_text(setup.read_text() + "# one more line\n")
+    again = provenance.recipe_manifest(root)
+    assert again["skyrl"] != after["skyrl"] and again["art"] == after["art"]
 
 
 def test_pins_are_the_seed_commits():
@@ -113,8 +135,14 @@ def test_hash_matches_sha256sum_lines(tmp_path):
 
 def test_incomplete_recipe_names_missing_files(tmp_path):
     root = copy_tree(tmp_path)
-    (root / "containers" / "skyrl" / "Dockerfile").unlink()
-    with pytest.raises(ProvenanceError, match="skyrl.*missing containers/skyrl/Dockerfile"):
+    dockerfile = root / "containers" / "reference" / "Dockerfile"
+    kept = dockerfile.read_bytes()
+    dockerfile.unlink()
+    with pytest.raises(ProvenanceError, match="reference.*missing containers/reference/Dockerfile"):
+        provenance.recipe_record("reference", root)
+    dockerfile.write_bytes(kept)
+    (root / "containers" / "framework.Dockerfile").unlink()
+    with pytest.raises(ProvenanceError, match="skyrl.*missing containers/framework.Dockerfile"):
         provenance.recipe_record("skyrl", root)
     with pytest.raises(ProvenanceError, match="unknown backend 'vllm' \\(registered backends: art, reference, skyrl\\)"):
         provenance.recipe_files("vllm", root)

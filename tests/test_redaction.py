@@ -64,12 +64,15 @@ def test_a_recorded_value_is_still_scrubbed():
 def test_a_backend_can_add_the_variables_it_reads(monkeypatch):
     monkeypatch.setattr(redaction, "_added_values", {})
     name = _random_name("VLLM_")
-    assert recorded_env({name: "flash"}) == {name: redaction.NOT_RECORDED}
-    redaction.register_run_variables({name: "which attention kernels the inference engine uses"})
-    assert recorded_env({name: "flash"}) == {name: "flash"}
+    prefixes = ("VLLM_", "ART_")  # a backend's own (Backend.env_prefixes)
+    assert recorded_env({name: "flash"}, prefixes) == {name: redaction.NOT_RECORDED}
+    redaction.register_run_variables({name: "which attention kernels the inference engine uses"}, prefixes)
+    assert recorded_env({name: "flash"}, prefixes) == {name: "flash"}
     for bad in ({"PGPASSWORD": "x"}, {"VLLM_API_KEY": "x"}, {_random_name("ART_"): " "}):
         with pytest.raises(ValueError):
-            redaction.register_run_variables(bad)
+            redaction.register_run_variables(bad, prefixes)
+    with pytest.raises(ValueError, match="not under an allowed prefix"):
+        redaction.register_run_variables({name: "why"})  # without the backend's prefixes
 
 
 # SHAPELESS values are left out: in free text nothing tells them from ordinary data, so only
@@ -193,3 +196,16 @@ def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
     text = (tmp_path / "eval.log").read_text()
     assert "pulling with <redacted>" in text and MARK not in text
     assert stat.S_IMODE((tmp_path / "eval.log").stat().st_mode) == 0o600
+
+
+def test_framework_variables_are_recorded_because_their_backend_declares_them():
+    """A framework's own prefixes come from its descriptor (Backend.env_prefixes), not a list here."""
+    from rl_pipeline_bench import backends
+    from rl_pipeline_bench.redaction import RUN_ENV_PREFIXES
+
+    declared = {p for b in backends.registered() for p in b.env_prefixes}
+    assert {"ART_", "SKYRL_", "VLLM_"} <= declared and not declared & set(RUN_ENV_PREFIXES)
+    env = {"SKYRL_USE_CUDA_COMPAT": "1", "VLLM_USE_V1": "1", "ART_X": "y", "NOBACKEND_SETTING": "z"}
+    skyrl = backends.get("skyrl").env_prefixes
+    assert set(recorded_env(env, skyrl)) == {"SKYRL_USE_CUDA_COMPAT", "VLLM_USE_V1"}
+    assert recorded_env(env) == {}  # another backend's run records none of them

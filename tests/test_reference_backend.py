@@ -22,6 +22,7 @@ from rl_pipeline_bench.contract.summary import summarize
 from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
 from rl_pipeline_bench.timestamps import new_run_id
 from rl_pipeline_bench.reference_model import build_reference_snapshot
+from rl_pipeline_bench.spec import build_spec, check_spec
 from rl_pipeline_bench.runner import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,16 +41,18 @@ def tokenizer(model_record):
 
 def make_ctx(config, tmp_path, record, workload="multi_turn", n_updates=3, extra=0):
     """A RunContext training n_updates; the plan offers `extra` more updates after them."""
+    config["suites"]["smoke"]["contract"] = {"warmup_updates": 1, "measured_updates": n_updates - 1,
+                                             "headline_updates": 1, "extra_offered_updates": extra}
+    run_spec = check_spec(build_spec(config, "smoke"))
     suite = get_suite(config, "smoke")
     spec = wl.load_workload(config, workload, suite["scale"])
-    plan = wl.offered_plan(spec, config["seed"], n_updates + extra)
-    contract = {"warmup_updates": 1, "measured_updates": n_updates - 1, "headline_updates": 1,
-                "trainer_ranks": reference.trainer_ranks(suite),
+    plan = wl.offered_plan(spec, config["seed"], run_spec.offered_updates)
+    contract = {**run_spec.settings["contract"], "trainer_ranks": reference.trainer_ranks(run_spec),
                 "offered_trajectories_per_update": spec.trajectories_per_update}
     manifest = {"backend": "reference", "workload": workload, "suite": suite.name, "trial": 1, "contract": contract,
                 "model": {k: record.get(k) for k in ("model", "repo_id", "revision")}}
     writer = EvidenceWriter(tmp_path / "evidence", new_run_id(suite.name, "reference", workload, 1), manifest)
-    return RunContext(config, suite, "reference", workload, spec, 1, plan, record, "cpu", writer, contract)
+    return RunContext(run_spec, "reference", workload, spec, 1, plan, record, writer, contract)
 
 
 @pytest.mark.parametrize("loop", ["eager", "static"])
@@ -149,7 +152,7 @@ def test_short_run_writes_evidence_v1(config, model_record, tmp_path):
     per_update = calls.groupby("update")["completion_tokens"].sum()
     assert up.set_index("update")["assistant_tokens"].to_dict() == per_update.to_dict()
     # a call of update u ran on a policy no older than the staleness limit allows
-    age_limit = ctx.config["reference"]["max_policy_age"]
+    age_limit = ctx.run_spec.backend_settings("reference")["max_policy_age"]
     assert (calls["policy_version"] <= calls["update"] - 1).all()
     assert (calls["policy_version"] >= calls["update"] - 1 - age_limit).all()
     assert ((up["mean_policy_age"] >= 0) & (up["mean_policy_age"] <= age_limit)).all()

@@ -76,6 +76,25 @@ def _render(ws: Path, inputs: dict, out: str) -> Path:
     return reports
 
 
+def trial_summaries(ws: Path, spec, trials, spread: float, calls_for=None) -> list[Path]:
+    """Summaries of art (3 s/update) and skyrl (2 s/update) on WORKLOADS, trial t's updates
+    (1 + spread * t) times slower; `calls_for(backend, workload, trial, completed)` may give a
+    run its own calls (None: the default ones)."""
+    ev, summaries = ws / "results" / "evidence", []
+    for w in WORKLOADS:
+        for b, step in (("art", 3.0), ("skyrl", 2.0)):
+            for t in trials:
+                completed = [step * u * (1 + spread * t) for u in UPDATES]
+                calls = calls_for(b, w, t, completed) if calls_for else None
+                path = build_evidence(ev, completed_at=completed, manifest={**_manifest(spec, b, w), "trial": t},
+                                      run_id=f"20260101T00000{t}Z-{spec.suite_name}-{b}-{w}-trial{t}",
+                                      **({"calls": calls} if calls is not None else {}))
+                out = ws / "results" / "runs" / spec.id / b / w / f"trial{t}" / "summary.json"
+                summarize_to_file(path, out)
+                summaries.append(out)
+    return summaries
+
+
 @pytest.fixture(scope="module")
 def two_backends(tmp_path_factory, fresh_config):
     """art is 3 s/update, skyrl 2 s/update; skyrl/long_generation breaks forced lengths and

@@ -9,6 +9,7 @@ from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.configfile import ConfigError, get_suite
+from rl_pipeline_bench.contract.settings import ContractSettings
 from rl_pipeline_bench.spec import (
     SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
 )
@@ -22,13 +23,14 @@ def test_spec_holds_every_resolved_setting(config):
     doc = build_spec(config, "smoke")
     s = doc["settings"]
     assert doc["id"] == f"smoke-{doc['hash']}" and len(doc["hash"]) == 12
-    assert s["suite"] == "smoke" and s["backends"] == ["reference"] and s["trials"] == 1
+    assert s["suite"] == "smoke" and s["backends"] == ["reference"] and "trials" not in s
+    assert doc["about"]["trials"] == 1 and check_spec(doc).trials == 1
     assert s["seed"] == config["seed"] and s["scale"] == 0.02
     assert s["workload_scale"] == {w: 0.02 for w in s["workloads"]}
     assert {k: v for k, v in s["model"].items() if k != "build_config_sha256"} == {
         "name": "reference-tiny-qwen3moe", **config["models"]["reference-tiny-qwen3moe"]}
     assert len(s["model"]["build_config_sha256"]) == 64
-    assert s["contract"] == {**config["suites"]["smoke"]["contract"], "extra_offered_updates": 4}
+    assert s["contract"] == {**ContractSettings().settings(), "extra_offered_updates": 4}
     assert set(s["workload_distributions"]) == set(s["workloads"])
     assert "description" not in s["workload_distributions"]["multi_turn"]
     assert s["backend_settings"] == {"reference": config["reference"]}
@@ -37,9 +39,8 @@ def test_spec_holds_every_resolved_setting(config):
 
 @pytest.mark.parametrize("edit", [
     lambda c: c["suites"]["smoke"].update(scale=0.03),
-    lambda c: c["suites"]["smoke"].update(trials=2),
-    lambda c: c["suites"]["smoke"]["contract"].update(measured_updates=14),
-    lambda c: c["suites"]["smoke"]["contract"].update(extra_offered_updates=0),
+    lambda c: c["suites"]["smoke"].setdefault("contract", {}).update(measured_updates=14),
+    lambda c: c["suites"]["smoke"].setdefault("contract", {}).update(extra_offered_updates=0),
     lambda c: c.update(seed=1),
     lambda c: c["workloads"]["tool_history"]["completion_tokens"][1].__setitem__(1, 65),
     lambda c: c["reference"].update(learning_rate=2e-4),
@@ -50,7 +51,7 @@ def test_spec_holds_every_resolved_setting(config):
     lambda c: c["probes"]["allreduce"].update(min_bytes=16),
     lambda c: c["probes"]["storage"].update(directory="/mnt/elsewhere"),
     lambda c: c["probes"]["checkpoint"].update(directory="/mnt/elsewhere"),
-], ids=["scale", "trials", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale",
+], ids=["scale", "contract", "extra-offered", "seed", "distribution", "backend-setting", "workload-scale",
         "telemetry-off", "telemetry-interval", "storage-size", "allreduce-min-bytes", "storage-directory",
         "checkpoint-directory"])
 def test_settings_that_change_the_work_change_the_hash(config, edit):
@@ -66,7 +67,10 @@ def test_settings_that_change_the_work_change_the_hash(config, edit):
     lambda c: c.update(hf_cache="/elsewhere"),
     lambda c: c["probes"]["storage"].update(timeout_s=60),
     lambda c: c["probes"]["allreduce"].update(timeout_s=60),
-], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-timeout", "allreduce-timeout"])
+    lambda c: c["suites"]["smoke"].update(trials=2),
+    lambda c: c["suites"]["smoke"].update(contract={"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5}),
+], ids=["description", "workload-description", "other-suite", "hf-cache", "storage-timeout", "allreduce-timeout",
+        "trials", "contract-defaults-spelled-out"])
 def test_settings_that_do_not_change_the_work_keep_the_hash(config, edit):
     before = _hash(config)
     edit(config)
@@ -80,13 +84,26 @@ def test_a_workload_outside_the_suite_is_not_hashed(config):
     assert _hash(config) == before
 
 
-def test_as_config_round_trips_the_suite(config):
+def test_run_spec_views_give_the_suite_typed(config):
     spec = check_spec(build_spec(config, "comparison"))
-    rebuilt = spec.as_config()
-    assert list(rebuilt["suites"]) == ["comparison"]
-    assert get_suite(rebuilt, "comparison")["gpu_sets"] == config["suites"]["comparison"]["gpu_sets"]
-    again = check_spec(build_spec(rebuilt, "comparison"))
-    assert again.doc == spec.doc
+    suite = config["suites"]["comparison"]
+    assert not hasattr(spec, "as_config")  # the spec is the one shape; nothing turns it back into a config
+    assert isinstance(spec.contract, ContractSettings) and spec.contract.total_updates == spec.trained_updates == 20
+    assert spec.offered_updates == 20 + spec.extra_offered_updates
+    assert (spec.backends, spec.workloads, spec.trials) == (suite["backends"], suite["workloads"], suite["trials"])
+    assert (spec.runtime, spec.device, spec.gpus, spec.gpu_sets) == ("container", "cuda", 4, suite["gpu_sets"])
+    assert spec.model["repo_id"] == "Qwen/Qwen3.5-35B-A3B" and spec.seed == config["seed"]
+    assert spec.backend_settings("art") == {} and spec.get("skyrl_batch_size", 4) == 4
+    smoke = check_spec(build_spec(config, "smoke"))
+    assert smoke.backend_settings("reference") == config["reference"]
+
+
+def test_a_spec_written_with_trials_among_its_settings_still_reads(config):
+    doc = build_spec(config, "smoke")
+    doc["settings"]["trials"] = 3  # the layout before trials left the hash
+    doc["hash"] = settings_hash(doc["settings"])
+    doc["id"] = f"smoke-{doc['hash']}"
+    assert check_spec(doc).trials == 3
 
 
 def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config):
@@ -100,22 +117,23 @@ def test_probe_settings_are_resolved_in_the_spec_and_placement_kept_apart(config
         assert spec.settings["probes"]["checkpoint"]["directory"] == config["probes"]["checkpoint"]["directory"]
         assert "timeout_s" not in spec.settings["probes"]["storage"]
         assert spec.doc["about"]["probes"]["storage"]["timeout_s"] == config["probes"]["storage"]["timeout_s"]
-        assert check_spec(build_spec(spec.as_config(), name)).doc == spec.doc, name  # round trip
     smoke = check_spec(build_spec(config, "smoke")).settings["probes"]
     assert smoke["allreduce"]["backend"] == "gloo" and smoke["allreduce"]["world_size"] == 2
     assert smoke["storage"]["size_bytes"] == config["suites"]["smoke"]["probes"]["storage"]["size_bytes"]
     gpu = check_spec(build_spec(config, "comparison")).settings["probes"]
     hashed_allreduce = {k: v for k, v in config["probes"]["allreduce"].items() if k != "timeout_s"}
     assert gpu["allreduce"] == {**hashed_allreduce, "backend": "nccl", "world_size": 4}
-    assert gpu["checkpoint"] == {"device": "cuda", "lora_rank": config["reference"]["lora_rank"],
-                                 "lora_alpha": config["reference"]["lora_alpha"],
+    assert gpu["checkpoint"] == {"device": "cuda", "lora_rank": config["probes"]["checkpoint"]["lora_rank"],
+                                 "lora_alpha": config["probes"]["checkpoint"]["lora_alpha"],
                                  "directory": config["probes"]["checkpoint"]["directory"]}
+    # the checkpoint probe has its own settings: a suite without the reference backend needs no `reference:`
+    assert "reference" not in check_spec(build_spec(config, "comparison")).settings["backend_settings"]
 
 
 def test_edited_spec_file_is_refused_naming_both_hashes(config, tmp_path):
     spec = write_spec(build_spec(config, "smoke"), tmp_path / f"{_hash(config)}.json")
     doc = json.loads(spec.path.read_text())
-    doc["settings"]["trials"] = 5
+    doc["settings"]["scale"] = 0.5
     spec.path.write_text(json.dumps(doc))
     with pytest.raises(SpecError) as e:
         load_spec(spec.path)

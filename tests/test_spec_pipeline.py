@@ -1,18 +1,22 @@
 """Overrides reach every job, settings-keyed targets, and no re-run of finished benchmarks.
 
 The real workflow in a scratch copy, kept cheap: one workload (tool_history) at a tiny
-scale and a short contract (2 warmup + 3 measured updates), two trials. `--configfile` overrides `trials` and `scale` of the smoke suite;
-every job must run under that override (the bug this guards against: `bench run`
-re-read config.yaml and refused trial 2). Then `scale` is edited: new run directories
-appear under a new spec hash and the old ones stay; the first settings again find
-their finished runs and run nothing.
+scale and a short contract (2 warmup + 3 measured updates). `--configfile` overrides
+`trials` and `scale` of the smoke suite; every job must run under that override (the bug
+this guards against: `bench run` re-read config.yaml and refused trial 2). The suite is
+first run with one trial, then `trials` is raised to two: the spec id stays, trial 1 is
+kept and only trial 2 runs (a trial's identity does not depend on how many were asked
+for). Then `scale` is edited: new run directories appear under a new spec hash and the
+old ones stay; the first settings again find their finished runs and run nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -34,13 +38,37 @@ def _override(workdir: Path, name: str, **settings) -> Path:
     return path
 
 
+@dataclass
+class OneTrialFirst:
+    """What the workflow did with one trial, before `trials` was raised to two."""
+
+    spec: str
+    trial1: dict[Path, bytes]
+    evidence: list[str]
+    dry_run: subprocess.CompletedProcess
+
+
 @pytest.fixture(scope="module")
-def override_run(tmp_path_factory):
+def raised_trials(tmp_path_factory):
     workdir = copy_repo(tmp_path_factory.mktemp("spec-pipeline") / "repo")
+    one = _override(workdir, "one.yaml", **{**FIRST, "trials": 1})
+    # --printshellcmds: the default profile leaves commands out; the test reads them
+    proc_one = snakemake(workdir, "reports/comparison.html", "--configfile", str(one), "--printshellcmds")
+    assert proc_one.returncode == 0, "one-trial pipeline failed"
+    spec_one = spec_id(workdir, configfile=one)
+    run1 = workdir / f"results/runs/{spec_one}/reference/tool_history/trial1"
+    before = OneTrialFirst(spec_one, {p: p.read_bytes() for p in run1.rglob("*.json")}, _evidence(workdir), None)
     first = _override(workdir, "first.yaml", **FIRST)
-    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(first))
+    before.dry_run = snakemake(workdir, "-n", "reports/comparison.html", "--configfile", str(first))
+    proc = snakemake(workdir, "reports/comparison.html", "--configfile", str(first), "--printshellcmds")
     assert proc.returncode == 0, "override pipeline failed"
-    return workdir, first, spec_id(workdir, configfile=first), proc
+    return workdir, first, spec_id(workdir, configfile=first), (proc_one, proc), before
+
+
+@pytest.fixture(scope="module")
+def override_run(raised_trials):
+    workdir, first, spec, procs, _before = raised_trials
+    return workdir, first, spec, procs
 
 
 def _evidence(workdir: Path) -> list[str]:
@@ -52,13 +80,16 @@ def test_every_job_uses_the_override(override_run):
     default = spec_id(workdir)
     assert spec != default and spec.startswith("smoke-")
     doc = json.loads((workdir / f"results/specs/{spec}.json").read_text())
-    assert doc["settings"]["trials"] == 2 and doc["settings"]["workload_scale"] == {"tool_history": 0.01}
+    # written when one trial was asked for; trials are recorded, not hashed
+    assert doc["about"]["trials"] == 1 and "trials" not in doc["settings"]
+    assert doc["settings"]["workload_scale"] == {"tool_history": 0.01}
     # `bench plan --configfile` resolves the spec Snakemake wrote for the same --configfile
     plan = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--config",
                            str(workdir / "config.yaml"), "--configfile", str(first), "--json"],
                           cwd=workdir, capture_output=True, text=True, timeout=120)
     assert plan.returncode == 0, plan.stderr
-    assert json.loads(plan.stdout)["spec"] == doc
+    planned = json.loads(plan.stdout)["spec"]
+    assert planned["id"] == doc["id"] and planned["settings"] == doc["settings"] and planned["about"]["trials"] == 2
     # the plan, both trials' runs, their summaries and the report all ran under the override's spec
     from rl_pipeline_bench.workloads import read_plan_meta
 
@@ -72,7 +103,7 @@ def test_every_job_uses_the_override(override_run):
         summary = json.loads((run / "summary.json").read_text())
         assert summary["valid"], summary["reasons"]
         assert summary["spec"]["id"] == spec
-    shell = [ln.split("Shell command: ", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines()
+    shell = [ln.split("Shell command: ", 1)[1] for p in proc for ln in (p.stdout + p.stderr).splitlines()
              if "Shell command: " in ln]
     steps = [step.strip() for ln in shell for step in ln.split("&&") if "bench " in step]
     seen = {step.split()[1] for step in steps}
@@ -102,6 +133,20 @@ def test_report_judges_the_trials_and_the_window(override_run):
     html = (workdir / "reports/comparison.html").read_text()
     for anchor in ("trials", "activity"):
         assert f'<section id="{anchor}">' in html
+
+
+def test_raising_trials_adds_runs_and_keeps_trial_one(raised_trials):
+    workdir, _first, spec, _procs, before = raised_trials
+    assert spec == before.spec  # the trial count is not part of the spec id
+    dry = before.dry_run
+    assert dry.returncode == 0
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", jobs(dry), re.M))
+    assert stats.get("run_benchmark") == "1" and "workload_plan" not in stats and "run_spec" not in stats, stats
+    run2 = json.loads((workdir / f"results/runs/{spec}/reference/tool_history/trial2/run.json").read_text())
+    assert json.loads((workdir / run2["evidence_dir"] / "manifest.json").read_text())["trial"] == 2
+    assert {p: p.read_bytes() for p in before.trial1} == before.trial1, "trial 1's records must stay untouched"
+    after = _evidence(workdir)
+    assert set(before.evidence) < set(after) and len(after) == len(before.evidence) + 1
 
 
 def test_identical_settings_never_rerun(override_run):

@@ -6,10 +6,11 @@ import re
 
 import pytest
 
-from rl_pipeline_bench.configfile import ConfigError, get_suite
+from rl_pipeline_bench.configfile import ConfigError
 from rl_pipeline_bench.backends.art.contract import TOPOLOGY as ART_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import TOPOLOGY as SKYRL_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import skyrl_workers
+from rl_pipeline_bench.spec import build_spec, check_spec
 from rl_pipeline_bench.topology import (
     Topology,
     is_supplemental,
@@ -19,16 +20,17 @@ from rl_pipeline_bench.topology import (
 )
 
 
-def _suite(config, **changes):
-    config["suites"]["comparison"].update(changes)
-    return get_suite(config, "comparison")
+def _spec(config, name="comparison", **changes):
+    """The run spec of a suite of `config` (the conftest's per-test copy) after `changes` (the shape every check reads)."""
+    config["suites"][name].update(changes)
+    return check_spec(build_spec(config, name))
 
 
 def test_comparison_suite_passes_for_both_frameworks(config):
-    suite = get_suite(config, "comparison")
+    spec = _spec(config)
     for backend in ("art", "skyrl"):
-        preflight(config, suite, backend)
-    assert suite_problems(config, get_suite(config, "smoke"), "reference") == []
+        preflight(spec, backend)
+    assert suite_problems(_spec(config, "smoke"), "reference") == []
 
 
 def test_contract_layouts():
@@ -49,44 +51,44 @@ def test_impossible_topologies_are_named(topo, match):
 
 @pytest.mark.parametrize("backend", ["art", "skyrl"])
 def test_wrong_gpu_count_names_the_key(config, backend):
-    suite = _suite(config, gpus=2, gpu_sets=["0,1"])
+    spec = _spec(config, gpus=2, gpu_sets=["0,1"])
     with pytest.raises(ConfigError, match=r"suites/comparison/gpus': .* needs exactly 4 GPUs .*got 2"):
-        preflight(config, suite, backend)
+        preflight(spec, backend)
 
 
 def test_missing_gpu_count_and_cpu_device_are_named(config):
-    suite = _suite(config, device="cpu")
-    del suite.settings["gpus"]
-    msg = "\n".join(suite_problems(config, suite, "art"))
+    spec = _spec(config, device="cpu")
+    del spec.settings["gpus"]
+    msg = "\n".join(suite_problems(spec, "art"))
     assert "suites/comparison/gpus': missing" in msg
     assert "suites/comparison/device': art runs on cuda only" in msg
 
 
 def test_unsupported_model_is_named(config):
     config["models"]["other"] = {"source": "hub", "repo_id": "Org/Other-7B", "revision": "a" * 40}
-    suite = _suite(config, model="other")
+    spec = _spec(config, model="other")
     with pytest.raises(ConfigError, match=r"suites/comparison/model': skyrl does not support model 'other'"):
-        preflight(config, suite, "skyrl")
-    local = _suite(config, model="reference-tiny-qwen3moe")
+        preflight(spec, "skyrl")
+    local = _spec(config, model="reference-tiny-qwen3moe")
     with pytest.raises(ConfigError, match="does not support model 'reference-tiny-qwen3moe'"):
-        preflight(config, local, "art")
+        preflight(local, "art")
 
 
 def test_skyrl_batch_selects_workers_and_bad_batch_is_named(config):
-    assert skyrl_workers(get_suite(config, "comparison")) == 12
-    b1 = _suite(config, skyrl_batch_size=1)
+    assert skyrl_workers(_spec(config)) == 12
+    b1 = _spec(config, skyrl_batch_size=1)
     assert skyrl_workers(b1) == 3 and variant_label(b1, "skyrl").startswith("B1/workers3")
-    bad = _suite(config, skyrl_batch_size=2)
+    bad = _spec(config, skyrl_batch_size=2)
     with pytest.raises(ConfigError, match="skyrl_batch_size': 2 is not a contract batch"):
-        preflight(config, bad, "skyrl")
+        preflight(bad, "skyrl")
 
 
 def test_rank_one_is_supplemental(config):
-    assert not is_supplemental(get_suite(config, "comparison"))
-    r1 = _suite(config, rank=1)
+    assert not is_supplemental(_spec(config))
+    r1 = _spec(config, rank=1)
     assert is_supplemental(r1)
     assert variant_label(r1, "art") == "rank 1 (supplemental)"
-    preflight(config, r1, "art")  # allowed, but labelled
+    preflight(r1, "art")  # allowed, but labelled
 
 
 @pytest.mark.parametrize("backend", ["art", "skyrl"])
@@ -96,7 +98,7 @@ def test_backend_run_checks_the_suite_before_importing_the_framework(config, bac
     from rl_pipeline_bench.backends import get
 
     descriptor = get(backend)
-    assert list(descriptor.trainer_ranks(get_suite(config, "comparison"))) == [0]
-    ctx = SimpleNamespace(config=config, suite=get_suite(config, "smoke"))
+    assert list(descriptor.trainer_ranks(_spec(config))) == [0]
+    ctx = SimpleNamespace(run_spec=_spec(config, "smoke"))
     with pytest.raises(ConfigError, match=rf"suites/smoke/gpus': {backend} needs exactly 4 GPUs"):
         descriptor.run(ctx)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.contract.settings import ContractSettings
 from rl_pipeline_bench.cli import main as bench
 from rl_pipeline_bench.spec import build_spec, check_spec, write_spec
 from rl_pipeline_bench.workloads import (
@@ -203,8 +204,7 @@ def test_write_read_roundtrip_is_atomic_and_exact(tmp_path, config):
 
 def test_spec_plan_uses_suite_scale_and_contract(config):
     spec, plan, meta = spec_plan(check_spec(build_spec(config, "smoke")), "long_generation")
-    c = config["suites"]["smoke"]["contract"]
-    trained = c["warmup_updates"] + c["measured_updates"]
+    trained = ContractSettings.with_defaults(config["suites"]["smoke"].get("contract")).total_updates
     assert plan["update"].max() == trained + config["reference"]["max_policy_age"] == meta["n_updates"]
     assert spec.scale == config["suites"]["smoke"]["scale"]
     assert len(plan) == plan["update"].max() * spec.trajectories_per_update * spec.new_calls
@@ -217,7 +217,7 @@ def test_spec_plan_uses_suite_scale_and_contract(config):
 def test_extra_offered_updates_and_workload_scale_come_from_the_suite(config):
     cfg = {**config, "suites": {**config["suites"], "smoke": {
         **config["suites"]["smoke"], "workload_scale": {"tool_history": 0.05},
-        "contract": {**config["suites"]["smoke"]["contract"], "extra_offered_updates": 1}}}}
+        "contract": {"extra_offered_updates": 1}}}}
     ws, plan, meta = spec_plan(check_spec(build_spec(cfg, "smoke")), "tool_history")
     assert ws.scale == 0.05 and meta["n_updates"] == 21 and meta["extra_offered_updates"] == 1
     assert spec_plan(check_spec(build_spec(cfg, "smoke")), "multi_turn")[0].scale == 0.02

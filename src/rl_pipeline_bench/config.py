@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from .configfile import NOT_A_MAPPING, ConfigError, read_config_file
+from .contract.settings import ContractSettings
 from .paths import CONFIG_PATH, SCHEMA_PATH
 
 _SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
@@ -122,9 +123,10 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
         for w in suite["workloads"]:
             if w not in config["workloads"]:
                 problems.append(f"config key '{key}/workloads': workload '{w}' has no distribution under 'workloads'")
-        c = suite["contract"]
-        if c["headline_updates"] > c["measured_updates"]:
-            problems.append(f"config key '{key}/contract/headline_updates': {c['headline_updates']} exceeds measured_updates {c['measured_updates']}")
+        try:
+            ContractSettings.with_defaults(suite.get("contract"))
+        except ValueError as exc:
+            problems.append(f"config key '{key}/contract': {exc}")
         if suite["device"] == "cpu" and suite["gpus"] != 0:
             problems.append(f"config key '{key}/gpus': a cpu suite takes no GPUs (got {suite['gpus']})")
         if suite["device"] == "cuda" and suite["gpus"] < 1:

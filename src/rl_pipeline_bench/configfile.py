@@ -70,10 +70,6 @@ class Suite:
     name: str
     settings: dict[str, Any]
 
-    @property
-    def contract(self) -> dict[str, int]:
-        return dict(self.settings["contract"])
-
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
 

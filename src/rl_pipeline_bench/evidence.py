@@ -211,13 +211,17 @@ class EvidenceWriter:
     """
 
     def __init__(self, evidence_root: Path | str, run_id: str, manifest: dict | None = None,
-                 *, flush_interval_s: float = 2.0, on_update: Callable[[dict], None] | None = None):
+                 *, flush_interval_s: float = 2.0, on_update: Callable[[dict], None] | None = None,
+                 env_prefixes: tuple[str, ...] = ()):
+        """env_prefixes: the backend's own run-shaping variables (`Backend.env_prefixes`),
+        recorded in the manifest's `env` beside the common allow-list."""
         if not run_id or run_id in (".", "..") or UNSAFE_RUN_ID_CHARS.search(run_id):
             raise ValueError(f"run id {run_id!r} is not filesystem-safe (allowed: letters, digits, '.', '_', '-')")
         self._t0 = time.monotonic()
         self._lock = threading.RLock()
         self._flush_interval_s = flush_interval_s
         self._on_update = on_update
+        self._env_prefixes = tuple(env_prefixes)
         self._last_flush = self._t0
         self._finished = False
         self._tables: dict[str, list[dict]] = {UPDATES: [], CALLS: [], INTERVALS: []}
@@ -234,7 +238,7 @@ class EvidenceWriter:
         m["supervisor"] = m["supervisor"] if isinstance(m.get("supervisor"), dict) else process_identity()
         m["finished_at"] = None
         m["error"] = None
-        m["env"] = recorded_env(m["env"] if isinstance(m.get("env"), dict) else None)
+        m["env"] = recorded_env(m["env"] if isinstance(m.get("env"), dict) else None, self._env_prefixes)
         m["command"] = _command_text(m["command"] if m.get("command") is not None else sys.argv)
         try:  # refuse an unserialisable manifest before anything touches the disk
             json.dumps(m, allow_nan=False)
@@ -290,7 +294,8 @@ class EvidenceWriter:
         with self._lock:
             self._check_open()
             if "env" in fields:
-                fields["env"] = recorded_env(fields["env"]) if fields["env"] is not None else None
+                fields["env"] = (recorded_env(fields["env"], self._env_prefixes)
+                                 if fields["env"] is not None else None)
             if "command" in fields:
                 fields["command"] = _command_text(fields["command"])
             if "error" in fields and fields["error"] is not None:

@@ -260,7 +260,8 @@ def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[
         writer = EvidenceWriter(host.evidence_root, run_id, {
             "backend": host.backend, "workload": host.workload, "suite": host.run_spec.suite_name,
             "trial": host.trial, "spec": {"id": host.run_spec.id, "hash": host.run_spec.hash},
-            "runtime": "container", "image": record, "container": result.as_dict() if result else None})
+            "runtime": "container", "image": record, "container": result.as_dict() if result else None},
+            env_prefixes=descriptor.env_prefixes)
         attempts.append_event(host.attempts_index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
         writer.logger.error("container run failed: %s", reason)
         writer.finish("failed", error=str(reason))

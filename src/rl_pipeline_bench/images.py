@@ -167,20 +167,22 @@ def build_image(
     if not base:
         raise ImageError(f"no base image: set RL_BENCH_BASE_IMAGE in containers/{backend}/pins.env")
     ca_text, ca_record = build_ca()
-    args = {"BASE_IMAGE": base, "RL_BENCH_RECIPE_SHA256": recipe["sha256"], "RL_BENCH_SOURCE_SHA256": source["sha256"],
-            "RL_BENCH_BUILD_CA": ca_text}
+    # RL_BENCH_BACKEND selects the backend in a recipe shared by several (provenance.recipe_dockerfile).
+    args = {"BASE_IMAGE": base, "RL_BENCH_BACKEND": backend, "RL_BENCH_RECIPE_SHA256": recipe["sha256"],
+            "RL_BENCH_SOURCE_SHA256": source["sha256"], "RL_BENCH_BUILD_CA": ca_text}
     args.update(build_args or {})
     client = client or engine_client()
     tag = tag or image_tag(backend)
     labels = {f"rl-bench.pin.{k.lower()}": v for k, v in pins.items() if k.endswith(("_COMMIT", "_REPO"))}
     started = time.monotonic()
-    log(f"building {tag} from containers/{backend}/Dockerfile on {_docker_host()} (base {base}, recipe {recipe['sha256']})")
+    dockerfile = provenance.recipe_dockerfile(backend, root)
+    log(f"building {tag} from {dockerfile} on {_docker_host()} (base {base}, recipe {recipe['sha256']})")
     image_id = None
     tail: collections.deque[str] = collections.deque(maxlen=15)
     try:
         stream = client.api.build(
             fileobj=io.BytesIO(build_context(backend, root)), custom_context=True,
-            dockerfile=f"containers/{backend}/Dockerfile", tag=tag, buildargs=args, labels=labels,
+            dockerfile=dockerfile, tag=tag, buildargs=args, labels=labels,
             rm=True, forcerm=True, pull=False, decode=True, network_mode=network_mode,
         )
         for chunk in stream:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 #: Repository root (the directory holding Snakefile and config.yaml). Overridable
 #: with RL_BENCH_ROOT so that tests can run the pipeline in a scratch copy.
@@ -134,10 +134,11 @@ class RunTarget(NamedTuple):
     trial: int
 
 
-def run_targets(spec_id: str, settings: Mapping[str, Any]) -> list[RunTarget]:
-    """Every run of a spec (its settings' backends x workloads x trials), in that order."""
-    return [RunTarget(spec_id, b, w, t)
-            for b in settings["backends"] for w in settings["workloads"] for t in range(1, settings["trials"] + 1)]
+def run_targets(spec_id: str, backends: Sequence[str], workloads: Sequence[str], trials: int) -> list[RunTarget]:
+    """Every run of a spec (backends x workloads x trials 1..trials), in that order.
+
+    The trial count is the one asked for now (a RunSpec's `trials`), not part of the spec's id."""
+    return [RunTarget(spec_id, b, w, t) for b in backends for w in workloads for t in range(1, trials + 1)]
 
 
 class NotARegularFile(ValueError):

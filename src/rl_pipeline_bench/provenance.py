@@ -33,8 +33,12 @@ _IGNORED_NAMES = {".DS_Store"}
 
 #: A backend's recipe folder; one folder is one recipe.
 RECIPE_DIR = "containers/{b}"
-#: Files every recipe folder must hold (the recipe is incomplete without them).
-RECIPE_REQUIRED = ("Dockerfile", "setup.sh", "env.sh", "pins.env")
+#: Files every recipe folder must hold (the recipe is incomplete without them); its own
+#: `Dockerfile` too, unless its pins name a shared one (DOCKERFILE_PIN).
+RECIPE_REQUIRED = ("setup.sh", "env.sh", "pins.env")
+#: Pins key naming the image recipe a backend builds from when it is shared with other
+#: backends (a repository path; built with the build argument RL_BENCH_BACKEND=<backend>).
+DOCKERFILE_PIN = "RL_BENCH_DOCKERFILE"
 # Hashed with the recipe when present: the rest of its folder, the shared container
 # helpers and the backend's driver package.
 _RECIPE_OPTIONAL = (
@@ -53,6 +57,8 @@ SOURCE_PATTERNS = (
     "rules/**/*",
     "Snakefile",
     "schemas/**/*",
+    # local models' build configs: a spec names one by path and hash (checked again inside an image)
+    "models/**/*",
     "pyproject.toml",
 )
 
@@ -101,12 +107,19 @@ def check_backend(backend: str, root: Path | str = ROOT) -> str:
     return backend
 
 
+def recipe_dockerfile(backend: str, root: Path | str = ROOT) -> str:
+    """The image recipe the backend builds from: its pins' shared one, else its folder's Dockerfile."""
+    folder = RECIPE_DIR.format(b=backend)
+    pins = read_pins(backend, root) if (Path(root) / folder / "pins.env").is_file() else {}
+    return pins.get(DOCKERFILE_PIN) or f"{folder}/Dockerfile"
+
+
 def recipe_files(backend: str, root: Path | str = ROOT) -> list[str]:
     """The backend's recipe files; raises naming any required file that is missing."""
     check_backend(backend, root)
     root = Path(root)
     folder = RECIPE_DIR.format(b=backend)
-    required = [f"{folder}/{name}" for name in RECIPE_REQUIRED]
+    required = [f"{folder}/{name}" for name in RECIPE_REQUIRED] + [recipe_dockerfile(backend, root)]
     if (root / folder / "pins.env").is_file():
         required += read_pins(backend, root).get(RECIPE_FILES_PIN, "").split()
     missing = [rel for rel in required if not (root / rel).is_file()]
@@ -341,7 +354,7 @@ def _main(argv: list[str] | None = None) -> int:
     setup.add_argument("--backend", required=True)
     setup.add_argument("--prefix", required=True)
     setup.add_argument("--started-at")
-    setup.add_argument("--fact", action="append", default=[], metavar="NAME=VALUE", help="e.g. art_commit=..., uv=...")
+    setup.add_argument("--fact", action="append", default=[], metavar="NAME=VALUE", help="a fact of the setup, e.g. uv=... or a framework commit (repeatable)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "show":

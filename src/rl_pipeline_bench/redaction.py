@@ -4,12 +4,13 @@ Three lines of defence, because a list of secret-looking names misses real secre
 (database passwords as PGPASSWORD, personal access tokens, webhook URLs under
 innocent names, DSNs, connection strings, a credential under RL_BENCH_ or SLURM_):
 
-1. The environment is recorded by allow-list (`RUN_ENV_PREFIXES`, `RUN_ENV_NAMES`):
-   only variables of the families that shape a run (CUDA, NCCL, Hugging Face, torch,
-   threading, this project's RL_BENCH_*, SLURM, the frameworks' own knobs). Anything
-   else is never written, whatever its name or value.
+1. The environment is recorded by allow-list (`RUN_ENV_PREFIXES`, `RUN_ENV_NAMES`, and
+   the run's backend's `env_prefixes`): only variables of the families that shape a run
+   (CUDA, NCCL, Hugging Face, torch, threading, this project's RL_BENCH_*, SLURM, the
+   frameworks' own knobs). Anything else is never written, whatever its name or value.
 2. Of those, only the variables known to shape a run (`RUN_SHAPING_VALUES`, each with
-   why, plus those a backend adds through `register_run_variables`) have their VALUES
+   why, plus those a backend adds through `register_run_variables`: its descriptor's
+   `run_variables`) have their VALUES
    recorded; every other allowed name is recorded as `NOT_RECORDED`, so a variable
    nobody listed (a credential under RL_BENCH_, a free-text SLURM variable) keeps its
    value out of the record whatever its name looks like.
@@ -28,12 +29,14 @@ from collections.abc import Mapping
 
 REDACTED = "<redacted>"
 
-#: Prefixes of the variables that shape a run and are recorded in manifests.
+#: Prefixes of the variables that shape any run and are recorded in manifests; a backend
+#: adds its framework's own on its descriptor (`Backend.env_prefixes`), which the run passes
+#: to `recorded_env` as `extra_prefixes`.
 RUN_ENV_PREFIXES = (
     "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "NVSHMEM_", "GLOO_", "TORCH", "PYTORCH_",
     "HF_", "TRANSFORMERS_", "TOKENIZERS_", "SAFETENSORS_",
     "OMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "KMP_",
-    "RL_BENCH_", "VLLM_", "ART_", "SKYRL_", "MEGATRON_", "SLURM_", "MUJOCO_",
+    "RL_BENCH_", "SLURM_", "MUJOCO_",
 )
 #: Single variables outside those prefixes that shape a run (distributed launch, hashing, library search).
 RUN_ENV_NAMES = frozenset({
@@ -142,9 +145,7 @@ RUN_SHAPING_VALUES: dict[str, str] = {
     "RL_BENCH_POD_NAME": "the Kubernetes pod that ran",
     "RL_BENCH_POD_UID": "the Kubernetes pod that ran (its uid)",
     "RL_BENCH_NODE_NAME": "the Kubernetes node that ran",
-    # frameworks (a backend descriptor may add its own through register_run_variables)
-    "SKYRL_USE_CUDA_COMPAT": "SkyRL's packaged CUDA compatibility libraries on or off",
-    "SKYRL_CUDA_COMPAT_SUBDIR": "where those libraries are",
+    # a framework's own variables are on its descriptor (Backend.run_variables)
     # SLURM: the allocation, never free text (job name, comment) nor credentials
     "SLURM_JOB_ID": "the SLURM job that ran",
     "SLURM_JOBID": "the SLURM job that ran (older name)",
@@ -223,8 +224,9 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def is_run_variable(name: str) -> bool:
-    return name in RUN_ENV_NAMES or name.startswith(RUN_ENV_PREFIXES)
+def is_run_variable(name: str, extra_prefixes: tuple[str, ...] = ()) -> bool:
+    """Whether a variable shapes a run: the common allow-list, or a prefix the run's backend declares."""
+    return name in RUN_ENV_NAMES or name.startswith(RUN_ENV_PREFIXES + tuple(extra_prefixes))
 
 
 def redact_value(value: str) -> str:
@@ -253,15 +255,16 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     return redact_value(text)
 
 
-def register_run_variables(names: Mapping[str, str]) -> None:
+def register_run_variables(names: Mapping[str, str], prefixes: tuple[str, ...] = ()) -> None:
     """The hook for a backend descriptor: add run-shaping variables it reads (name -> why).
 
-    Each name must already be allowed (under `RUN_ENV_PREFIXES` or in `RUN_ENV_NAMES`)
-    and not secret-named; from then on its value is recorded (scrubbed), not only its name.
+    Each name must already be allowed (under `RUN_ENV_PREFIXES`, in `RUN_ENV_NAMES`, or under
+    the backend's own `prefixes`) and not secret-named; from then on its value is recorded
+    (scrubbed), not only its name.
     """
     for name, why in names.items():
-        if not is_run_variable(name):
-            raise ValueError(f"{name} is not under an allowed prefix ({', '.join(RUN_ENV_PREFIXES)})")
+        if not is_run_variable(name, prefixes):
+            raise ValueError(f"{name} is not under an allowed prefix ({', '.join(RUN_ENV_PREFIXES + tuple(prefixes))})")
         if is_secret_name(name):
             raise ValueError(f"{name} has a secret's name; its value is never recorded")
         if not str(why).strip():
@@ -274,8 +277,10 @@ def records_value(name: str) -> bool:
     return (name in RUN_SHAPING_VALUES or name in _added_values) and not is_secret_name(name)
 
 
-def recorded_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def recorded_env(env: Mapping[str, str] | None = None, extra_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
     """The run-shaping part of the environment, as a manifest records it.
+
+    extra_prefixes: the run's backend's own (`Backend.env_prefixes`), beside RUN_ENV_PREFIXES.
 
     Only allow-listed variables are kept. A known run-shaping one keeps its value,
     scrubbed like free text; a secret-named one (HF_TOKEN) keeps its name with
@@ -285,5 +290,5 @@ def recorded_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {
         k: REDACTED if is_secret_name(k) else redact_text(v, env) if records_value(k) else NOT_RECORDED
         for k, v in sorted(env.items())
-        if is_run_variable(k)
+        if is_run_variable(k, extra_prefixes)
     }

@@ -21,15 +21,15 @@ import pandas as pd
 from . import attempts, image_runs, progress
 from . import workloads as wl
 from . import backends
-from .configfile import ConfigError, Suite, check_member, get_suite
 from .atomicfile import atomic_write_json
+from .configfile import ConfigError, check_member
 from .evidence import RUN_LOG, EvidenceWriter
 from .timestamps import new_run_id
 from .hostinfo import host_info
 from .paths import ROOT, evidence_root
 from .probes.telemetry import beside_run
 from .provenance import native_identity
-from .redaction import redact_text
+from .redaction import redact_text, register_run_variables
 from .spec import RunSpec, SpecError
 
 RUN_SCHEMA = "rl-bench/run/v1"
@@ -43,40 +43,37 @@ class RunRecordExists(ConfigError):
 class RunContext:
     """Everything a backend needs; backends write evidence only through `writer`.
 
-    `plan` holds the trained updates 1..trained_updates plus the extra offered ones
+    `run_spec` is the resolved run spec (its typed views: contract, model, the
+    backend's own settings, suite keys); `spec` is the workload spec of this run's
+    workload; `contract` is what the manifest records (the settings plus the trainer
+    ranks and offered plan shape). `plan` holds the trained updates 1..trained_updates plus the extra offered ones
     after them: a backend offers all of it to its rollout, trains only the first
     `trained_updates`, and records calls of later updates with accepted=False
     (rl_pipeline_bench.rollout.accepted_for_update).
     """
 
-    config: dict[str, Any]
-    suite: Suite
+    run_spec: RunSpec
     backend: str
     workload: str
     spec: Any
     trial: int
     plan: pd.DataFrame
     model: dict[str, Any]
-    device: str
     writer: EvidenceWriter
     contract: dict[str, Any] = field(default_factory=dict)
-    run_spec: RunSpec | None = None
 
     @property
     def log(self):
         return self.writer.logger
 
     @property
+    def device(self) -> str:
+        return self.run_spec.device
+
+    @property
     def trained_updates(self) -> int:
-        """N: the updates this run trains and records in updates.parquet (from the run's contract)."""
-        c = self.contract or self.suite.contract
-        return int(c["warmup_updates"]) + int(c["measured_updates"])
-
-
-def n_updates(suite: Suite) -> int:
-    """N = warmup + measured: the trained updates the contract counts."""
-    c = suite.contract
-    return int(c["warmup_updates"] + c["measured_updates"])
+        """N: the updates this run trains and records in updates.parquet."""
+        return self.run_spec.trained_updates
 
 
 def load_model_record(path: Path) -> dict[str, Any]:
@@ -164,21 +161,21 @@ def execute_run(
         raise RunRecordExists(f"{run_json} exists: it records an earlier run, which bench run does not replace "
                               "(re-run as the README's 'Re-running a benchmark' says: delete it first, or pass "
                               "--replace-run-json)")
-    config = run_spec.as_config()
-    suite = get_suite(config, run_spec.suite_name)
     descriptor = backends.get(backend)  # an unknown name fails listing the registered backends
-    if backend not in suite["backends"]:
-        raise ConfigError(f"backend '{backend}' is not in spec {run_spec.id} (its backends: {', '.join(suite['backends'])})")
-    check_member("workload", workload, list(suite["workloads"]))
-    if not 1 <= trial <= suite["trials"]:
-        raise ConfigError(f"trial {trial} is outside 1..{suite['trials']} for spec {run_spec.id}")
+    if backend not in run_spec.backends:
+        raise ConfigError(f"backend '{backend}' is not in spec {run_spec.id} (its backends: {', '.join(run_spec.backends)})")
+    check_member("workload", workload, run_spec.workloads)
+    # Any trial number >= 1 is a run of this spec: the trial count is not part of its identity
+    # (raising `trials` adds runs beside the finished ones, docs/run-spec.md).
+    if trial < 1:
+        raise ConfigError(f"trial {trial} is not a trial number (1, 2, ...) for spec {run_spec.id}")
     model = load_model_record(Path(model_record))
     from .model_identity import check_model_record
 
     check_model_record(model, run_spec.settings["model"], f"model record {model_record}")  # the spec's model, no other
     spec, plan = offered_plan_for(run_spec, workload, plan_path)
-    contract = dict(suite.contract)
-    contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(suite)]
+    contract = dict(run_spec.settings["contract"])
+    contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(run_spec)]
     contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
     # The plan's identities per update, which the summary reconciles the calls with.
     contract["offered_plan"] = {"groups_per_update": int(spec.groups_per_update), "group_size": int(spec.group_size),
@@ -186,10 +183,10 @@ def execute_run(
 
     root = Path(evidence_dir_root or evidence_root(ROOT))
     index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)
-    if suite["runtime"] == "container" and not image_runs.in_place():
+    if run_spec.runtime == "container" and not image_runs.in_place():
         host = image_runs.HostRun(run_spec, backend, workload, trial, model, Path(model_record), root, index,
                                   image_record, plan_path, recipe_record, source_record)
-        run_id = run_id or new_run_id(suite.name, backend, workload, trial)
+        run_id = run_id or new_run_id(run_spec.suite_name, backend, workload, trial)
         code, evidence_dir = image_runs.execute_in_image(host, run_id)
         if code == 0 and run_json is not None:
             code = _record_run(Path(run_json), run_id, evidence_dir, run_spec, backend, workload, trial,
@@ -201,7 +198,7 @@ def execute_run(
     recipe = _read_json(recipe_record) or {}
     source = _read_json(source_record) or {}
     image = _read_json(image_record)
-    if suite["runtime"] == "native":
+    if run_spec.runtime == "native":
         # What setup ran is only known from the prefix's setup manifests; the recipe
         # hash of a native run is what was requested, not proven by an image.
         identity = native_identity(backend, os.environ.get("RL_BENCH_ENV_ROOT"), ROOT)
@@ -210,7 +207,7 @@ def execute_run(
     manifest = {
         "backend": backend,
         "workload": workload,
-        "suite": suite.name,
+        "suite": run_spec.suite_name,
         "trial": trial,
         "spec": {"id": run_spec.id, "hash": run_spec.hash,
                  "path": str(run_spec.path) if run_spec.path is not None else None},
@@ -219,11 +216,11 @@ def execute_run(
         "recipe_sha256": recipe.get("sha256"),
         "source_sha256": source.get("sha256"),
         "image": image,
-        "runtime": suite["runtime"],
+        "runtime": run_spec.runtime,
         "provenance": identity,
-        "device": suite["device"],
+        "device": run_spec.device,
         "scale": spec.scale,
-        "seed": config["seed"],
+        "seed": run_spec.seed,
         **_lease_fields(),
         **_slurm_fields(),
         "host": host_info(descriptor.packages),
@@ -232,10 +229,13 @@ def execute_run(
     }
     if descriptor.preload is not None:  # heavy framework imports happen before the evidence clock starts
         descriptor.preload()
-    run_id = run_id or new_run_id(suite.name, backend, workload, trial)
+    run_id = run_id or new_run_id(run_spec.suite_name, backend, workload, trial)
     label = progress.run_label(backend, workload, trial)
-    total_updates = int(contract["warmup_updates"]) + int(contract["measured_updates"])
-    writer = EvidenceWriter(root, run_id, manifest, on_update=progress.update_printer(label, total_updates))
+    total_updates = run_spec.trained_updates
+    # The backend's own variables (its descriptor) are recorded beside the common ones.
+    register_run_variables(descriptor.run_variables, descriptor.env_prefixes)
+    writer = EvidenceWriter(root, run_id, manifest, on_update=progress.update_printer(label, total_updates),
+                            env_prefixes=descriptor.env_prefixes)
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
     print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
     progress.emit(f"{label}: started, {total_updates} updates; evidence in {writer.path}")
@@ -245,8 +245,7 @@ def execute_run(
         attempts.append_event(index, "finished", run_id, status=m["status"], finished_at=m["finished_at"],
                               error=attempts.error_gist(m.get("error")))
 
-    ctx = RunContext(config, suite, backend, workload, spec, trial, plan, model, suite["device"], writer, contract,
-                     run_spec)
+    ctx = RunContext(run_spec, backend, workload, spec, trial, plan, model, writer, contract)
     try:
         if identity["runtime"] == "container":
             _refuse_unproven_image(identity)

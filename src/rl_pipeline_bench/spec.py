@@ -18,36 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import validate_config
-from .configfile import ConfigError, Suite, get_suite
+from .configfile import ConfigError, get_suite
+from .contract.settings import ContractSettings
+from .settings_hash import HASH_LENGTH, settings_hash
 
 SPEC_SCHEMA = "rl-bench/run-spec/v1"
-#: Hex digits of sha256 kept in the spec id; 48 bits make a collision between the
-#: handful of specs one results/ tree holds practically impossible.
-HASH_LENGTH = 12
 SPEC_ID = re.compile(rf"^(?P<suite>.+)-(?P<hash>[0-9a-f]{{{HASH_LENGTH}}})$")
 #: Snakemake wildcard constraint of a spec id.
 SPEC_ID_PATTERN = rf"[^/]+-[0-9a-f]{{{HASH_LENGTH}}}"
 
-#: Suite keys that describe or place a run without changing its work: not hashed.
-_UNHASHED_SUITE_KEYS = ("description", "gpu_sets")
+#: Suite keys that describe or place a run, or say how many trials to make, without
+#: changing any run's work: recorded under `about`, not hashed. `trials` is among them so
+#: that asking for more trials adds runs beside the finished ones (trial n of a spec is
+#: the same work whatever the trial count).
+_UNHASHED_SUITE_KEYS = ("description", "gpu_sets", "trials")
 
 
 class SpecError(ConfigError):
     """A spec file that is unreadable, malformed, or does not match its hash; names both."""
-
-
-def settings_hash(settings: dict[str, Any]) -> str:
-    """Short sha256 of the settings' canonical JSON (sorted keys, no whitespace)."""
-    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:HASH_LENGTH]
-
-
-def _staleness_limit(config: dict[str, Any], suite: Suite, backend: str) -> int:
-    from . import backends
-
-    fn = backends.get(backend).staleness_limit
-    return 0 if fn is None else int(fn(config, suite))  # no limit declared: its rollout never runs ahead
 
 
 def workload_scale(suite_settings: dict[str, Any], workload: str) -> float:
@@ -57,11 +45,12 @@ def workload_scale(suite_settings: dict[str, Any], workload: str) -> float:
 
 def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> dict[str, Any]:
     """The hashed settings of one suite of a validated config, less its probes (build_spec adds them)."""
+    from . import backends
+
     suite = get_suite(config, suite_name)
     s = copy.deepcopy(suite.settings)
-    contract = dict(s.pop("contract"))
-    if "extra_offered_updates" not in contract:
-        contract["extra_offered_updates"] = max(_staleness_limit(config, suite, b) for b in s["backends"])
+    given = s.pop("contract", None) or {}
+    contract = ContractSettings.with_defaults(given).settings()
     for key in _UNHASHED_SUITE_KEYS:
         s.pop(key, None)
     s.pop("probes", None)  # the suite's overrides, resolved below with the defaults
@@ -69,7 +58,7 @@ def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> d
     for w in s["workloads"]:
         dist = {k: v for k, v in copy.deepcopy(config["workloads"][w]).items() if k != "description"}
         workloads[w] = dist
-    return {
+    settings = {
         "suite": suite.name,
         **s,
         "workload_scale": {w: workload_scale(suite.settings, w) for w in s["workloads"]},
@@ -80,6 +69,13 @@ def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> d
         # A backend's own settings live in a top-level config section named after it.
         "backend_settings": {b: copy.deepcopy(config[b]) for b in s["backends"] if isinstance(config.get(b), dict)},
     }
+    if "extra_offered_updates" in given:
+        contract["extra_offered_updates"] = int(given["extra_offered_updates"])
+    else:  # a backend without a declared limit never runs ahead
+        draft = RunSpec({"settings": settings})
+        contract["extra_offered_updates"] = max(
+            0 if (fn := backends.get(b).staleness_limit) is None else int(fn(draft)) for b in s["backends"])
+    return settings
 
 
 def _model_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -98,8 +94,9 @@ def _model_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
     return model
 
 
-def _about(config: dict[str, Any], suite: Suite, probe_placement: dict[str, Any]) -> dict[str, Any]:
+def _about(config: dict[str, Any], suite, probe_placement: dict[str, Any]) -> dict[str, Any]:
     return {
+        "trials": int(suite["trials"]),
         "description": suite.get("description"),
         "workload_descriptions": {w: config["workloads"][w].get("description") for w in suite["workloads"]},
         "gpu_sets": list(suite.get("gpu_sets") or []),
@@ -123,7 +120,12 @@ def build_spec(config: dict[str, Any], suite_name: str | None = None) -> dict[st
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A checked spec document, with the views the jobs need."""
+    """A checked spec document, with the typed views every job and backend reads.
+
+    This is the one shape of a suite's settings after resolution: topology checks, the
+    runner, backends' `run(ctx)` (ctx.run_spec), their config builders and the report
+    take it; nothing turns it back into a config.
+    """
 
     doc: dict[str, Any]
     path: Path | None = None
@@ -141,12 +143,67 @@ class RunSpec:
         return self.doc["settings"]
 
     @property
+    def about(self) -> dict[str, Any]:
+        return self.doc.get("about") or {}
+
+    @property
     def suite_name(self) -> str:
         return self.settings["suite"]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """A suite setting by its config key (e.g. a backend's own suite key such as `rank`)."""
+        return self.settings.get(key, default)
+
     @property
-    def contract(self) -> dict[str, int]:
-        return dict(self.settings["contract"])
+    def contract(self) -> ContractSettings:
+        return ContractSettings.from_mapping(self.settings["contract"])
+
+    @property
+    def extra_offered_updates(self) -> int:
+        return int(self.settings["contract"]["extra_offered_updates"])
+
+    @property
+    def backends(self) -> list[str]:
+        return list(self.settings["backends"])
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(self.settings["workloads"])
+
+    @property
+    def trials(self) -> int:
+        """Trials asked for when the spec was resolved (unhashed; a spec written before that
+        change keeps it among its hashed settings)."""
+        return int(self.settings.get("trials", self.about.get("trials", 1)))
+
+    @property
+    def runtime(self) -> str:
+        return self.settings["runtime"]
+
+    @property
+    def device(self) -> str:
+        return self.settings["device"]
+
+    @property
+    def gpus(self) -> int:
+        return int(self.settings["gpus"])
+
+    @property
+    def gpu_sets(self) -> list[str]:
+        return list(self.about.get("gpu_sets") or [])
+
+    @property
+    def seed(self) -> int:
+        return int(self.settings["seed"])
+
+    @property
+    def model(self) -> dict[str, Any]:
+        """The model's settings: `name`, `source`, `repo_id`, `revision` or `build_config`."""
+        return dict(self.settings["model"])
+
+    def backend_settings(self, backend: str) -> dict[str, Any]:
+        """A backend's own top-level config section as resolved ({} when it has none)."""
+        return copy.deepcopy((self.settings.get("backend_settings") or {}).get(backend) or {})
 
     @property
     def probes(self) -> dict[str, dict[str, Any]]:
@@ -156,55 +213,17 @@ class RunSpec:
         if "probes" not in self.settings:
             raise SpecError(f"spec {self.id} has no probe settings (written before they were part of the spec); "
                             "delete the spec file and let the workflow rewrite it")
-        return join_from_spec(self.settings["probes"], (self.doc.get("about") or {}).get("probes") or {})
+        return join_from_spec(self.settings["probes"], self.about.get("probes") or {})
 
     @property
     def trained_updates(self) -> int:
         """N = warmup + measured: the updates a run trains and the contract counts."""
-        return int(self.contract["warmup_updates"]) + int(self.contract["measured_updates"])
+        return self.contract.total_updates
 
     @property
     def offered_updates(self) -> int:
         """N + extra_offered_updates: the updates of the offered plan."""
-        return self.trained_updates + int(self.contract["extra_offered_updates"])
-
-    def as_config(self) -> dict[str, Any]:
-        """A validated config holding only this suite, built from the spec alone.
-
-        The package's code (runner, topology, backends) takes a config and a Suite;
-        this is the one bridge, so nothing has to read config.yaml.
-        """
-        s = copy.deepcopy(self.settings)
-        name = s.pop("suite")
-        model = s.pop("model")
-        distributions = s.pop("workload_distributions")
-        backend_settings = s.pop("backend_settings")
-        seed = s.pop("seed")
-        probes = self.probes
-        s.pop("probes")
-        s["model"] = model.pop("name")
-        model.pop("build_config_sha256", None)  # derived from the file, not a config key
-        s["contract"] = {k: v for k, v in s["contract"].items()}
-        about = self.doc.get("about") or {}
-        if about.get("description"):
-            s["description"] = about["description"]
-        if about.get("gpu_sets"):
-            s["gpu_sets"] = list(about["gpu_sets"])
-        workloads = {}
-        for w, dist in distributions.items():
-            desc = (about.get("workload_descriptions") or {}).get(w)
-            workloads[w] = {**dist, **({"description": desc} if desc else {})}
-        from .probes.settings import config_section
-
-        config = {"suite": name, "seed": seed, "suites": {name: s}, "models": {s["model"]: model},
-                  "workloads": workloads, "probes": config_section(probes), **backend_settings}
-        # The schema requires the section even for framework suites; the checkpoint probe's
-        # adapter shape is the one bit of it every suite resolves.
-        config.setdefault("reference", {k: probes["checkpoint"][k] for k in ("lora_rank", "lora_alpha")})
-        return validate_config(config)
-
-    def suite(self) -> Suite:
-        return get_suite(self.as_config(), self.suite_name)
+        return self.trained_updates + self.extra_offered_updates
 
 
 def check_spec(doc: Any, where: str = "spec") -> RunSpec:

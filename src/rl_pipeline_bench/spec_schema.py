@@ -30,6 +30,8 @@ def spec_settings_schema() -> dict[str, Any]:
     props = suite["properties"]
     for unhashed in ("description", "gpu_sets", "probes"):  # not in settings, or resolved below
         props.pop(unhashed, None)
+    # trials are not hashed (about.trials); a spec written before that change keeps them in settings
+    suite["required"] = [k for k in suite["required"] if k != "trials"]
     workload_names = props["workloads"]["items"]["enum"]
     model = copy.deepcopy(cs["properties"]["models"]["additionalProperties"])
     model["properties"].update(name={"$ref": "#/$defs/name"},
@@ -38,14 +40,14 @@ def spec_settings_schema() -> dict[str, Any]:
     distribution = copy.deepcopy(cs["properties"]["workloads"]["additionalProperties"])
     distribution["properties"].pop("description", None)
     contract = copy.deepcopy(cs["$defs"]["contract"])
-    contract["required"] = [*contract["required"], "extra_offered_updates"]
+    # a spec records the contract resolved (ContractSettings defaults filled in), every key present
+    contract["required"] = sorted(contract["properties"])
     probes = copy.deepcopy(cs["$defs"]["probes"])
     probes["required"] = ["telemetry", "allreduce", "storage", "checkpoint"]
     probes["properties"]["allreduce"]["properties"]["backend"] = {"enum": ["nccl", "gloo"]}
     probes["properties"]["allreduce"]["properties"]["world_size"]["type"] = "integer"  # resolved, never null
     probes["properties"]["checkpoint"]["properties"].update(
-        device={"enum": ["cpu", "cuda"]}, lora_rank={"type": "integer", "minimum": 1},
-        lora_alpha={"type": "number", "exclusiveMinimum": 0})
+        device={"enum": ["cpu", "cuda"]})
     backend_sections = {b: copy.deepcopy(cs["properties"][b]) for b in props["backends"]["items"]["enum"]
                         if b in cs["properties"]}
     props.update(

@@ -1,10 +1,11 @@
-"""Suite checks against a backend's descriptor, run at DAG time and before any lease.
+"""Run-spec checks against a backend's descriptor, run at DAG time and before any lease.
 
 A backend's descriptor (rl_pipeline_bench.backends) fixes what its runs need: the
 device, the GPU count and split, the Megatron parallel layout (`Topology`), the
-supported models, plus its own checks (e.g. SkyRL's batch/worker pairs). A suite
-that asks for something the backend cannot satisfy fails here with a ConfigError
-naming the config key, before a GPU is reserved.
+supported models, plus its own checks (e.g. SkyRL's batch/worker pairs). They read
+the resolved run spec (rl_pipeline_bench.spec.RunSpec), which the workflow builds for
+every suite before planning; a suite that asks for something the backend cannot satisfy
+fails here with a ConfigError naming the config key, before a GPU is reserved.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .configfile import ConfigError, Suite, get_suite
+from .configfile import ConfigError
 
 CONTRACT_LORA_RANK = 8
 LORA_ALPHA = 32
@@ -63,34 +64,35 @@ class Topology:
         return f"TP{self.tp} CP{self.cp} EP{self.ep} DP{self.dp}"
 
 
-def lora_rank(suite: Suite) -> int:
-    return int(suite.get("rank", CONTRACT_LORA_RANK))
+def lora_rank(spec: Any) -> int:
+    """The suite's LoRA rank (its `rank` key), else the contract's 8."""
+    return int(spec.get("rank", CONTRACT_LORA_RANK))
 
 
-def is_supplemental(suite: Suite) -> bool:
+def is_supplemental(spec: Any) -> bool:
     """A LoRA rank other than the contract's 8 is a supplemental variant, reported apart."""
-    return lora_rank(suite) != CONTRACT_LORA_RANK
+    return lora_rank(spec) != CONTRACT_LORA_RANK
 
 
-def variant_label(suite: Suite, backend: str) -> str:
-    """Label a report shows for this (suite, backend): its own variant parts, then the LoRA rank."""
+def variant_label(spec: Any, backend: str) -> str:
+    """Label a report shows for this (run spec, backend): its own variant parts, then the LoRA rank."""
     from .backends import get
 
     desc = get(backend)
-    parts = list(desc.variant(suite)) if desc.variant else []
-    rank = lora_rank(suite)
+    parts = list(desc.variant(spec)) if desc.variant else []
+    rank = lora_rank(spec)
     parts.append(f"rank {rank}" + (" (supplemental)" if rank != CONTRACT_LORA_RANK else ""))
     return ", ".join(parts)
 
 
-def suite_problems(config: dict[str, Any], suite: Suite, backend: str) -> list[str]:
-    """Every reason this suite cannot run `backend` (its descriptor's needs), each naming its key."""
+def suite_problems(spec: Any, backend: str) -> list[str]:
+    """Every reason this run spec cannot run `backend` (its descriptor's needs), each naming its config key."""
     from .backends import get
 
     desc = get(backend)
-    key = f"suites/{suite.name}"
+    key = f"suites/{spec.suite_name}"
     out: list[str] = []
-    gpus = suite.get("gpus")
+    gpus = spec.get("gpus")
     if desc.gpus is not None:
         split = (f" ({desc.topology.train_gpus} training + {desc.topology.inference_gpus} inference)"
                  if desc.topology is not None else "")
@@ -98,13 +100,11 @@ def suite_problems(config: dict[str, Any], suite: Suite, backend: str) -> list[s
             out.append(f"config key '{key}/gpus': missing; {backend} needs {desc.gpus} GPUs")
         elif int(gpus) != desc.gpus:
             out.append(f"config key '{key}/gpus': {backend} needs exactly {desc.gpus} GPUs{split}, got {gpus}")
-    if suite.get("device") not in desc.devices:
-        out.append(f"config key '{key}/device': {backend} runs on {' or '.join(desc.devices)} only, got '{suite.get('device')}'")
-    model_name = suite.get("model")
-    model = (config.get("models") or {}).get(model_name)
-    if model is None:
-        out.append(f"config key '{key}/model': unknown model '{model_name}'")
-    elif desc.models is not None and model.get("repo_id") not in desc.models:
+    if spec.device not in desc.devices:
+        out.append(f"config key '{key}/device': {backend} runs on {' or '.join(desc.devices)} only, got '{spec.device}'")
+    model = spec.model
+    model_name = model.get("name")
+    if desc.models is not None and model.get("repo_id") not in desc.models:
         out.append(
             f"config key '{key}/model': {backend} does not support model '{model_name}' "
             f"(repo {model.get('repo_id')}); supported: {', '.join(desc.models)}"
@@ -112,11 +112,11 @@ def suite_problems(config: dict[str, Any], suite: Suite, backend: str) -> list[s
     elif model.get("source") not in desc.model_sources or (model.get("source") == "hub" and not model.get("revision")):
         out.append(f"config key 'models/{model_name}': {backend} needs a model of source {' or '.join(desc.model_sources)}"
                    + (" pinned to a revision" if "hub" in desc.model_sources else ""))
-    rank = lora_rank(suite)
+    rank = lora_rank(spec)
     if rank < 1:
         out.append(f"config key '{key}/rank': LoRA rank must be >= 1, got {rank}")
     for check in desc.suite_checks:
-        out.extend(check(config, suite))
+        out.extend(check(spec))
     topo = desc.topology
     if topo is not None:
         for p in topo.problems():
@@ -126,10 +126,8 @@ def suite_problems(config: dict[str, Any], suite: Suite, backend: str) -> list[s
     return out
 
 
-def preflight(config: dict[str, Any], suite: Suite | str | None, backend: str) -> None:
-    """Raise ConfigError listing every contract problem; call before the lease."""
-    if not isinstance(suite, Suite):
-        suite = get_suite(config, suite)
-    problems = suite_problems(config, suite, backend)
+def preflight(spec: Any, backend: str) -> None:
+    """Raise ConfigError listing every contract problem of this run spec for `backend`; call before the lease."""
+    problems = suite_problems(spec, backend)
     if problems:
-        raise ConfigError(f"suite '{suite.name}' cannot run {backend}:\n  " + "\n  ".join(problems))
+        raise ConfigError(f"suite '{spec.suite_name}' cannot run {backend}:\n  " + "\n  ".join(problems))

@@ -94,12 +94,11 @@ def _refuse_outside_workflow(args) -> None:
 def run_through_workflow(args, spec) -> int:
     """`bench run --suite S [--gpus SET]` or `bench run --backend B --workload W --gpus SET`."""
     _refuse_outside_workflow(args)
-    s = spec.settings
     if args.backend is not None:
-        check_member("backend", args.backend, list(s["backends"]))
-        check_member("workload", args.workload, list(s["workloads"]))
-        if not 1 <= args.trial <= s["trials"]:
-            raise ConfigError(f"trial {args.trial} is outside 1..{s['trials']} for suite {spec.suite_name}")
+        check_member("backend", args.backend, spec.backends)
+        check_member("workload", args.workload, spec.workloads)
+        if not 1 <= args.trial <= spec.trials:  # the workflow plans trials 1..trials of this config
+            raise ConfigError(f"trial {args.trial} is outside 1..{spec.trials} for suite {spec.suite_name}")
     if args.backend is None:
         argv = snakemake_argv([SUITE_TARGET], spec, args)
     else:

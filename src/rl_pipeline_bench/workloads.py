@@ -249,14 +249,14 @@ def spec_plan(spec, workload: str) -> tuple[WorkloadSpec, pd.DataFrame, dict[str
     what write_plan stores alongside (spec id and hash among it).
     """
     settings = spec.settings
-    check_member("workload", workload, list(settings["workloads"]))
+    check_member("workload", workload, spec.workloads)
     ws = load_workload({"workloads": settings["workload_distributions"]}, workload,
                        float(settings["workload_scale"][workload]))
-    plan = offered_plan(ws, int(settings["seed"]), spec.offered_updates)
+    plan = offered_plan(ws, spec.seed, spec.offered_updates)
     meta = {
-        "suite": spec.suite_name, "spec_id": spec.id, "spec_hash": spec.hash, "seed": int(settings["seed"]),
+        "suite": spec.suite_name, "spec_id": spec.id, "spec_hash": spec.hash, "seed": spec.seed,
         "n_updates": spec.offered_updates, "trained_updates": spec.trained_updates,
-        "extra_offered_updates": spec.offered_updates - spec.trained_updates, "spec": ws.to_dict(),
+        "extra_offered_updates": spec.extra_offered_updates, "spec": ws.to_dict(),
     }
     return ws, plan, meta
 

@@ -198,25 +198,25 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
     import copy
 
     from rl_pipeline_bench.config import load_config
-    from rl_pipeline_bench.configfile import get_suite
     from rl_pipeline_bench.evidence import EvidenceWriter
     from rl_pipeline_bench.runner import RunContext
+    from rl_pipeline_bench.spec import build_spec, check_spec
     from rl_pipeline_bench.workloads import load_workload, offered_plan
 
     config = copy.deepcopy(load_config())
     config["suites"]["comparison"].update(scale=0.01, skyrl_batch_size=1,
                                           contract={"warmup_updates": 1, "measured_updates": 2, "headline_updates": 1})
-    suite = get_suite(config, "comparison")
-    spec = load_workload(config, "multi_turn", suite["scale"])
+    run_spec = check_spec(build_spec(config, "comparison"))
+    spec = load_workload(config, "multi_turn", run_spec.settings["workload_scale"]["multi_turn"])
     snapshot = tmp_path / "snapshot"
     if not snapshot.exists():
         wordlevel_tokenizer().save_pretrained(snapshot)
         (snapshot / "config.json").write_text("{}")
-    contract = dict(suite.contract)
+    contract = dict(run_spec.settings["contract"])
     writer = EvidenceWriter(tmp_path / "evidence", run_id, {"backend": backend, "contract": contract})
-    model = {"snapshot_path": str(snapshot), "revision": config["models"][suite["model"]]["revision"]}
-    return RunContext(config, suite, backend, "multi_turn", spec, 1, offered_plan(spec, config["seed"], plan_updates),
-                      model, "cuda", writer, contract)
+    model = {"snapshot_path": str(snapshot), "revision": run_spec.model["revision"]}
+    return RunContext(run_spec, backend, "multi_turn", spec, 1, offered_plan(spec, config["seed"], plan_updates),
+                      model, writer, contract)
 
 
 def overlay_env(name: str) -> dict:

@@ -43,7 +43,7 @@ from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_di
 from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.backends.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
 from rl_pipeline_bench.framework_support import support_main  # noqa: E402
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS, run_trajectory, synthetic_reward  # noqa: E402
 
@@ -58,7 +58,7 @@ def _native(config, rank=None, tmp_path=None):
     cfg = copy.deepcopy(config)
     if rank is not None:
         cfg["suites"]["comparison"]["rank"] = rank
-    return build_art_config(cfg, get_suite(cfg, "comparison"), art_path=tmp_path)
+    return build_art_config(check_spec(build_spec(cfg, "comparison")), art_path=tmp_path)
 
 
 def _model(native, base):
@@ -145,7 +145,7 @@ def test_pipeline_trainer_on_megatron_backend_takes_the_native_kwargs(config, tm
 
 
 def test_installed_art_expresses_every_contract_setting(config):
-    result = check_support(support_native_config(config, get_suite(config, "comparison")))
+    result = check_support(support_native_config(check_spec(build_spec(config, "comparison"))))
     assert result["version"] == "0.5.23" and result["gaps"] == {}, result["gaps"]
     facts = result["facts"]
     # Per-expert LoRA for Qwen3.5-35B-A3B, as recorded in the manifest: ART's model-support
@@ -341,7 +341,7 @@ def test_model_identity_reaches_every_process_art_launches(config, tmp_path, fou
     from art.vllm_runtime import build_vllm_runtime_server_cmd
 
     snap = _hub_snapshot(tmp_path)
-    native = build_art_config(config, get_suite(config, "comparison"), art_path=tmp_path / "art", model_path=snap)
+    native = build_art_config(check_spec(build_spec(config, "comparison")), art_path=tmp_path / "art", model_path=snap)
     art.init_megatron_runtime_config(topology=art.MegatronTopologyConfig(**native["megatron_runtime"]["topology"]),
                                      packed_sequence_length=native["megatron_runtime"]["packed_sequence_length"])
     model = _model(native, tmp_path / "art")
@@ -409,11 +409,12 @@ def test_run_records_the_framework_then_needs_the_snapshot(config, tmp_path):
     from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
     from rl_pipeline_bench.workloads import load_workload, offered_plan
 
-    suite = get_suite(config, "comparison")
-    spec = load_workload(config, "multi_turn", suite["scale"])
+    run_spec = check_spec(build_spec(config, "comparison"))
+    spec = load_workload(config, "multi_turn", run_spec.settings["scale"])
     writer = EvidenceWriter(tmp_path / "evidence", "run-1", {"backend": "art"})
-    ctx = SimpleNamespace(config=config, suite=suite, spec=spec, plan=offered_plan(spec, config["seed"], 20),
-                          contract=dict(suite.contract), model={"snapshot_path": str(tmp_path / "missing")},
+    ctx = SimpleNamespace(run_spec=run_spec, spec=spec, plan=offered_plan(spec, config["seed"], 20),
+                          trained_updates=run_spec.trained_updates, contract=dict(run_spec.settings["contract"]),
+                          model={"snapshot_path": str(tmp_path / "missing")},
                           writer=writer, log=writer.logger)
     cwd = os.getcwd()
     try:

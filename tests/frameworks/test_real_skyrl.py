@@ -46,7 +46,7 @@ from rl_pipeline_bench.backends.skyrl.token_calls import observation_ids  # noqa
 from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps  # noqa: E402
 from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
 from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS  # noqa: E402
 from rl_pipeline_bench.workloads import load_workload  # noqa: E402
 
@@ -59,8 +59,8 @@ def config():
 def _nested(config, **suite_changes):
     cfg = copy.deepcopy(config)
     cfg["suites"]["comparison"].update(suite_changes)
-    suite = get_suite(cfg, "comparison")
-    return build_skyrl_config(cfg, suite, spec=load_workload(cfg, "multi_turn", suite["scale"]))
+    run_spec = check_spec(build_spec(cfg, "comparison"))
+    return build_skyrl_config(run_spec, spec=load_workload(cfg, "multi_turn", run_spec.settings["scale"]))
 
 
 @pytest.mark.parametrize("changes, batch, workers, rank", [({}, 4, 12, 8), ({"skyrl_batch_size": 1, "rank": 1}, 1, 3, 1)])
@@ -121,7 +121,7 @@ def test_metric_keys_and_phases_are_the_ones_skyrl_logs():
 
 
 def test_installed_skyrl_expresses_every_contract_setting(config):
-    result = check_support(support_native_config(config, get_suite(config, "comparison")))
+    result = check_support(support_native_config(check_spec(build_spec(config, "comparison"))))
     assert result["version"] == "0.4.0" and result["gaps"] == {}, result["gaps"]
     assert result["facts"]["per_expert_lora"]["share_expert_adapters"] is False
     assert result["facts"]["adapter_publication"] == {"merge_lora": False}
@@ -129,7 +129,7 @@ def test_installed_skyrl_expresses_every_contract_setting(config):
 
 def test_an_older_skyrl_release_is_refused_naming_each_missing_setting(config):
     """The real skyrl 0.3.0 (first on the path) through the preflight's own entry point."""
-    native = support_native_config(config, get_suite(config, "comparison"))
+    native = support_native_config(check_spec(build_spec(config, "comparison")))
     answer = check_in_python("skyrl", native, sys.executable, env=overlay_env("skyrl-0.3.0"))
     assert answer["version"] == "0.3.0"
     assert set(answer["gaps"]) == {"config", "per_expert_lora", "phase_timing"}, answer["gaps"]

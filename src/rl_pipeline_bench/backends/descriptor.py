@@ -12,14 +12,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-#: A check of one suite for this backend: (config, suite) -> problems, each naming its config key.
-SuiteCheck = Callable[[Mapping[str, Any], Any], list[str]]
+#: A check of one run spec (rl_pipeline_bench.spec.RunSpec) for this backend -> problems, each naming its config key.
+SuiteCheck = Callable[[Any], list[str]]
 #: A check of one run's evidence manifest -> summary reasons, each "code: detail".
 EvidenceCheck = Callable[[Mapping[str, Any]], list[str]]
 
 
-def _single_rank(suite: Any) -> list[int]:
+def _single_rank(spec: Any) -> list[int]:
     return [0]
+
+
+@dataclass(frozen=True)
+class HostHook:
+    """A change to a run's environment that only some hosts need, applied when asked for by name
+    (e.g. `scripts/qualify_kubernetes.py --host-hook NAME`); never applied by default.
+
+    summary: one line for `--help` and errors.
+    apply: (env, the backend's pins from its pins.env) -> the new env (a new dict); raises
+        RuntimeError when this host cannot have it.
+    """
+
+    summary: str
+    apply: Callable[[dict[str, str], Mapping[str, str]], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -33,21 +47,30 @@ class Backend:
     topology: its contract parallel layout (rl_pipeline_bench.topology.Topology), if fixed.
     models: the model repo ids it supports (None: any model of the config).
     model_sources: the model `source` kinds it accepts (a framework needs a pinned hub snapshot).
-    trainer_ranks: the ranks its trainer_intervals.parquet must carry for a suite.
-    staleness_limit: (config, suite) -> how many policy versions its rollout may run ahead of
+    Every callable below that takes a suite's settings takes the resolved run spec
+    (rl_pipeline_bench.spec.RunSpec: `spec.contract`, `spec.model`, `spec.backend_settings(name)`,
+    `spec.get(suite_key)`), the one shape every job reads.
+
+    trainer_ranks: spec -> the ranks its trainer_intervals.parquet must carry.
+    staleness_limit: spec -> how many policy versions its rollout may run ahead of
         training; the default extra offered work (docs/run-spec.md). None: it never runs
         ahead (no extra work is offered unless a suite sets `extra_offered_updates`).
-    suite_checks: its own suite checks, run at DAG time and before every lease.
+    suite_checks: its own checks of a run spec, run at DAG time and before every lease.
     evidence_checks: its own validity checks on a run's manifest, run by the contract.
     trains_plan_updates: whether its update u trains exactly the accepted calls of plan update u
         (the contract then reconciles calls with updates per update; otherwise over the run).
     reason_codes: {code: meaning} of the reasons its evidence checks produce.
     packages: distributions whose versions its run manifests record (beside the common ones).
+    env_prefixes: prefixes of the environment variables that shape its runs (its framework's own
+        knobs); manifests record them beside the common ones (rl_pipeline_bench.redaction).
+    run_variables: {name: why} variables under its prefixes whose VALUES its manifests record
+        (any other allowed variable is recorded by name only; rl_pipeline_bench.redaction).
+    host_hooks: {name: HostHook} environment changes some hosts need for its runs (opt-in by name).
     suite_schema: JSON-schema properties it adds to every suite (its own suite keys).
     config_schema: JSON schema of its top-level config section `<name>:` (required when given).
-    variant: extra label parts a report shows for a suite (e.g. a batch variant).
+    variant: spec -> extra label parts a report shows (e.g. a batch variant).
     preload: imports its heavy dependencies before the run's clock starts.
-    native_support: (config, suite) -> the native settings that its package's `support` module
+    native_support: spec -> the native settings that its package's `support` module
         (`python -m rl_pipeline_bench.backends.<name>.support`) hands to the installed framework
         in the framework's own environment; `bench preflight` refuses gaps before the lease.
     container_network: network mode of its container runs ("none": loopback only).
@@ -64,17 +87,20 @@ class Backend:
     models: tuple[str, ...] | None = None
     model_sources: tuple[str, ...] = ("local", "hub")
     trainer_ranks: Callable[[Any], Sequence[int]] = _single_rank
-    staleness_limit: Callable[[Mapping[str, Any], Any], int] | None = None
+    staleness_limit: Callable[[Any], int] | None = None
     suite_checks: tuple[SuiteCheck, ...] = ()
     evidence_checks: tuple[EvidenceCheck, ...] = ()
     trains_plan_updates: bool = True
     reason_codes: Mapping[str, str] = field(default_factory=dict)
     packages: tuple[str, ...] = ()
+    env_prefixes: tuple[str, ...] = ()
+    run_variables: Mapping[str, str] = field(default_factory=dict)
+    host_hooks: Mapping[str, HostHook] = field(default_factory=dict)
     suite_schema: Mapping[str, Any] = field(default_factory=dict)
     config_schema: Mapping[str, Any] | None = None
     variant: Callable[[Any], list[str]] | None = None
     preload: Callable[[], None] | None = None
-    native_support: Callable[[Any, Any], dict] | None = None
+    native_support: Callable[[Any], dict] | None = None
     container_network: str = "none"
     container_host_config: Mapping[str, Any] = field(default_factory=dict)
 

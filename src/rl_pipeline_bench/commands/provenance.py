@@ -81,19 +81,18 @@ def _preflight(args: argparse.Namespace) -> int:
         from ..spec import load_spec
 
         spec = load_spec(args.spec)
-        args.runtime = args.runtime or spec.settings["runtime"]
-        config, suite = spec.as_config(), spec.suite_name
-        result: dict = {"spec": spec.id, "suite": suite}
+        args.runtime = args.runtime or spec.runtime
+        result: dict = {"spec": spec.id, "suite": spec.suite_name}
     elif args.suite:
-        from ..config import load_config
+        from ..spec import spec_from_config_file
 
-        config, suite = load_config(args.config), args.suite
-        result = {"suite": suite}
+        spec = spec_from_config_file(args.config, args.suite)
+        result = {"suite": spec.suite_name}
     else:
-        config = suite = None
+        spec = None
         result = {}
-    if suite is not None:
-        topology_preflight(config, suite, args.backend)  # ConfigError -> exit 2, naming the key
+    if spec is not None:
+        topology_preflight(spec, args.backend)  # ConfigError -> exit 2, naming the key
     args.runtime = args.runtime or "container"
     result.update(backend=args.backend, runtime=args.runtime)
     try:
@@ -116,8 +115,8 @@ def _preflight(args: argparse.Namespace) -> int:
         else:
             env_root = args.env_root or os.environ.get("RL_BENCH_ENV_ROOT")
             result.update(provenance.native_identity(args.backend, env_root, args.root))
-        if suite is not None:
-            result.update(_framework_support(args, config, suite, result))
+        if spec is not None:
+            result.update(_framework_support(args, spec, result))
     except (images.ImageError, provenance.ProvenanceError, snapshots.SnapshotError, SupportError) as exc:
         print(f"bench preflight: {exc}", file=sys.stderr)
         return 1
@@ -125,18 +124,17 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0
 
 
-def _framework_support(args: argparse.Namespace, config: dict, suite: str, result: dict) -> dict:
+def _framework_support(args: argparse.Namespace, spec, result: dict) -> dict:
     """Ask the framework, in its own environment, whether it can express the contract; refuse on gaps."""
     import os
 
     from .. import backends, image_runs
     from .. import framework_support as fs
-    from ..configfile import get_suite
 
     native_config = backends.get(args.backend).native_support
     if native_config is None:  # a backend without a separate framework (the reference backend)
         return {}
-    native = native_config(config, get_suite(config, suite))
+    native = native_config(spec)
     if args.runtime == "container" and not image_runs.in_place():
         from .. import images
 

@@ -83,9 +83,9 @@ def cmd_run(args) -> int:
 
 
 def plan_runs(spec) -> list[dict]:
-    """The spec's runs (paths.run_targets) as `bench plan` lists them, each with its run.json target."""
+    """The spec's runs (paths.run_targets, trials as asked now) as `bench plan` lists them, each with its run.json target."""
     return [{"suite": spec.suite_name, **t._asdict(), "target": paths.RUN_RECORD.format(**t._asdict())}
-            for t in paths.run_targets(spec.id, spec.settings)]
+            for t in paths.run_targets(spec.id, spec.backends, spec.workloads, spec.trials)]
 
 
 def cmd_plan(args) -> int:
@@ -96,13 +96,11 @@ def cmd_plan(args) -> int:
         print(json.dumps({"suite": spec.suite_name, "spec": spec.doc, "runs": runs, "probes": probes}, indent=2))
         return 0
     s = spec.settings
-    c = spec.contract
     print(f"suite {spec.suite_name}, spec {spec.id}: {(spec.doc['about'].get('description') or '').strip()}")
     print(f"  backends={','.join(s['backends'])} runtime={s['runtime']} device={s['device']} gpus={s['gpus']} "
-          f"trials={s['trials']} model={s['model']['name']}")
+          f"trials={spec.trials} model={s['model']['name']}")
     print("  scale: " + ", ".join(f"{w}={v:g}" for w, v in s["workload_scale"].items()))
-    print(f"  contract: {c['warmup_updates']} warmup + {c['measured_updates']} measured updates, "
-          f"headline = last {c['headline_updates']}; {c['extra_offered_updates']} more updates offered, never trained")
+    print(f"  contract: {spec.contract.describe()}; {spec.extra_offered_updates} more updates offered, never trained")
     print(f"  spec file: {paths.spec_file(spec.id)}")
     for r in runs:
         print(f"  {r['backend']:<10} {r['workload']:<18} trial{r['trial']}  -> {r['target']}")

@@ -253,7 +253,7 @@ def _check_accepted(updates: pd.DataFrame, offered: int | None, reasons: list[st
 
 def _trainer_headline(intervals: pd.DataFrame, settings: ContractSettings, tokens: int | None,
                       expected: list[int] | None, intervals_readable: bool, reasons: list[str]) -> dict:
-    first, last = settings.headline_first, settings.total_updates
+    first, last = settings.trainer_window
     start = intervals["start"].to_numpy(dtype="float64")
     end = intervals["end"].to_numpy(dtype="float64")
     bad = intervals[~(np.isfinite(start) & np.isfinite(end)) | (end < start)]
@@ -391,9 +391,8 @@ def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None
         reconcile.check_intervals(updates, ev.intervals, reasons)
 
     completions = _single_completions(updates)
-    n = settings.total_updates
-    headline = _e2e_window(updates, completions, settings.headline_first, n, "headline", reasons)
-    measured = _e2e_window(updates, completions, settings.measured_first, n, "measured", reasons)
+    headline = _e2e_window(updates, completions, *settings.headline_window, "headline", reasons)
+    measured = _e2e_window(updates, completions, *settings.measured_window, "measured", reasons)
     trainer = _trainer_headline(ev.intervals, settings, headline["assistant_tokens"], expected, intervals_ok, reasons)
     timing = m.get("trainer_timing") if isinstance(m.get("trainer_timing"), dict) else {}
     trainer["interval_source"] = timing.get("source")

@@ -8,24 +8,23 @@ and GPU counts only change how fast the work goes and stay out of the hash.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from ..configfile import ConfigError
+from ..settings_hash import settings_hash as hash_of
 from . import benchmarks
 
 PROTOCOL = "rlinf-eval/v1"
 HASHED_KEYS = ("protocol", "benchmark", "tasks", "scenarios_per_task", "runs", "seed", "max_steps",
                "camera_size", "greedy")
-HASH_LENGTH = 12
 DEFAULT_CAMERA_SIZE = {"robosuite": 64, "libero": 256, "robotwin": 256}
 
 
 def settings_hash(spec: dict[str, Any]) -> str:
-    payload = json.dumps({k: spec[k] for k in HASHED_KEYS}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:HASH_LENGTH]
+    """The hash of the protocol settings that change the work (HASHED_KEYS)."""
+    return hash_of({k: spec[k] for k in HASHED_KEYS})
 
 
 def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:

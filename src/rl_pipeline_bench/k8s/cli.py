@@ -7,6 +7,7 @@ import sys
 
 import yaml
 
+from ..backends import registered
 from . import manifests
 from .api import ClusterError
 from .controller import Controller, ResumeRefused, Timeouts
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="qualify_kubernetes.py", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run one backend's suite in one Kubernetes pod from an image pinned by digest; "
                     "verify the pod before and after, collect its artifacts, never rerun.")
-    p.add_argument("--backend", help="art or skyrl (a backend of --suite)")
+    p.add_argument("--backend", help="a registered backend of --suite")
     p.add_argument("--suite", default="comparison", help="suite whose workloads and GPU count the pod runs (default: %(default)s)")
     p.add_argument("--name", help="pod name, unique per invocation (RFC 1123 label)")
     p.add_argument("--image", help="REGISTRY/IMAGE@sha256:DIGEST (a digest is required)")
@@ -41,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="schedulerName for the pod")
     p.add_argument("--node-selector", action="append", default=[], metavar="KEY=VALUE", help="node selector label (repeatable)")
     p.add_argument("--runtime-class", help="runtimeClassName (e.g. nvidia)")
-    p.add_argument("--skyrl-cuda-compat", action="store_true",
-                   help="SkyRL's packaged CUDA compatibility libraries (only on hosts qualified for them)")
+    p.add_argument("--host-hook", action="append", default=[], metavar="NAME",
+                   help="a host-environment change the backend declares for some hosts (repeatable): "
+                        + ("; ".join(f"{name} ({b.name}: {hook.summary})" for b in registered()
+                                      for name, hook in b.host_hooks.items()) or "none declared"))
     p.add_argument("--dry-run", action="store_true", help="print the requested pod (and its ConfigMap) and exit; nothing is created")
     p.add_argument("--resume", action="store_true", help="observe the pod saved in --output again; never reruns workloads")
     p.add_argument("--start-timeout", type=_seconds, default=Timeouts.start_s, metavar="S", help="scheduling + pull + identity (default %(default)g)")

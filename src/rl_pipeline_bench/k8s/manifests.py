@@ -69,8 +69,8 @@ def pod_command(req: QualifyRequest) -> list[str]:
         "--source-record", f"{PROVENANCE_DIR}/{SOURCE_RECORD_FILE}",
         "--data", DATA_DIR, "--cache", CACHE_DIR, "--podinfo", PODINFO_DIR,
     ]
-    if req.skyrl_cuda_compat:
-        cmd.append("--skyrl-cuda-compat")
+    for hook in req.host_hooks:
+        cmd += ["--host-hook", hook]
     return cmd
 
 

@@ -93,19 +93,6 @@ def wait_for_annotation(podinfo: Path, key: str, uid: str, timeout_s: float, pol
         time.sleep(poll_s)
 
 
-def skyrl_compat_env(env: dict[str, str]) -> dict[str, str]:
-    """SkyRL's packaged NVIDIA compatibility libraries first on LD_LIBRARY_PATH (as containers/skyrl/env.sh does)."""
-    subdir = provenance.read_pins("skyrl", ROOT).get("SKYRL_CUDA_COMPAT_SUBDIR")
-    if not subdir:
-        raise RuntimeError("envs/skyrl/pins.env has no SKYRL_CUDA_COMPAT_SUBDIR")
-    found = sorted(Path(sys.prefix).glob(f"lib/python*/site-packages/{subdir}"))
-    if not found:
-        raise RuntimeError(f"--skyrl-cuda-compat: {sys.prefix} has no site-packages/{subdir}")
-    libs = str(found[0])
-    return dict(env, LD_LIBRARY_PATH=f"{libs}:{env['LD_LIBRARY_PATH']}" if env.get("LD_LIBRARY_PATH") else libs,
-                RL_BENCH_SKYRL_CUDA_COMPAT=libs, SKYRL_USE_CUDA_COMPAT="1")
-
-
 def model_record(config: dict[str, Any], model: str, cache: Path) -> dict[str, Any]:
     """The model identity from the mounted HF cache: hub models offline (never fetched), local ones built."""
     from ..snapshots import hub_identity, model_rule_params
@@ -166,14 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--cache", type=Path, required=True)
     parser.add_argument("--podinfo", type=Path, required=True)
-    parser.add_argument("--skyrl-cuda-compat", action="store_true")
+    parser.add_argument("--host-hook", action="append", default=[], metavar="NAME")
     parser.add_argument("--release-timeout", type=float, default=3600.0)
     parser.add_argument("--collect-timeout", type=float, default=6 * 3600.0)
     args = parser.parse_args(argv)
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
+    from .. import backends
     from ..config import load_config
     from ..configfile import ConfigError, get_suite
+    from ..spec import build_spec, check_spec
     from ..topology import preflight as topology_preflight
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))
@@ -183,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(Path(ROOT) / "config.yaml", {"hf_cache": str(args.cache)})
         suite = get_suite(config, args.suite)
         needs_hub = config["models"][suite["model"]]["source"] == "hub"  # a local model brings its own hub/
-        topology_preflight(config, suite, args.backend)
-        if args.skyrl_cuda_compat:
-            env = skyrl_compat_env(env)
+        topology_preflight(check_spec(build_spec(config, suite.name)), args.backend)
+        hooks = backends.get(args.backend).host_hooks
+        for name in args.host_hook:  # the request checked the names against the same descriptor
+            env = hooks[name].apply(env, provenance.read_pins(args.backend, ROOT))
     except (ConfigError, RuntimeError, OSError) as exc:
         problems.append(str(exc))
     identity = check_identity(Path(ROOT), args.backend, args.source_record, args.cache, needs_hub)

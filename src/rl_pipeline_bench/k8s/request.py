@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .. import backends
 from ..config import load_config
 from ..configfile import ConfigError, get_suite
 
@@ -169,20 +170,24 @@ class QualifyRequest:
     scheduler: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     runtime_class: str | None = None
-    skyrl_cuda_compat: bool = False
+    host_hooks: tuple[str, ...] = ()
     invocation: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["image"] = {"repository": self.image.repository, "digest": self.image.digest, "reference": self.image.reference}
         d["workloads"] = list(self.workloads)
+        d["host_hooks"] = list(self.host_hooks)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> QualifyRequest:
-        d = dict(d)
+        # Keys of an older record layout (a flag since replaced by host_hooks) are left out:
+        # a saved request is only read to observe its pod again, never to create one.
+        d = {k: v for k, v in d.items() if k in {f.name for f in fields(cls)}}
         d["image"] = ImageRef(d["image"]["repository"], d["image"]["digest"])
         d["workloads"] = tuple(d["workloads"])
+        d["host_hooks"] = tuple(d.get("host_hooks") or ())
         return cls(**d)
 
 
@@ -195,8 +200,11 @@ def build_request(args, config_path: Path | None = None) -> QualifyRequest:
         raise RequestError(str(exc)) from None
     if args.backend not in suite["backends"]:
         raise RequestError(f"--backend {args.backend!r} is not in suite {suite.name!r} (its backends: {', '.join(suite['backends'])})")
-    if args.skyrl_cuda_compat and args.backend != "skyrl":
-        raise RequestError("--skyrl-cuda-compat applies only to --backend skyrl (it activates SkyRL's packaged CUDA compatibility libraries)")
+    hooks = backends.get(args.backend).host_hooks
+    for hook in args.host_hook:
+        if hook not in hooks:
+            raise RequestError(f"--host-hook {hook}: backend {args.backend} declares "
+                               + (f"only {', '.join(sorted(hooks))}" if hooks else "no host hooks"))
     output = Path(args.output)
     if output.exists():
         raise RequestError(
@@ -226,5 +234,5 @@ def build_request(args, config_path: Path | None = None) -> QualifyRequest:
         scheduler=args.scheduler,
         node_selector=parse_node_selector(args.node_selector),
         runtime_class=args.runtime_class,
-        skyrl_cuda_compat=bool(args.skyrl_cuda_compat),
+        host_hooks=tuple(dict.fromkeys(args.host_hook)),
     )

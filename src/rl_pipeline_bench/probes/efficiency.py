@@ -20,15 +20,10 @@ from ..contract.settings import ContractSettings
 from . import flops, reference_data
 
 
-def _settings(manifest: dict) -> ContractSettings:
-    try:
-        return ContractSettings.from_mapping(manifest.get("contract") or {})
-    except (TypeError, ValueError):
-        return ContractSettings()
-
-
 def _dtype(manifest: dict) -> str | None:
-    for section in ("reference", "framework"):
+    """The trained dtype a run recorded: in its backend's own manifest section (named after the
+    backend, as the embedded backend writes it) or in the framework section a driver writes."""
+    for section in (str(manifest.get("backend") or ""), "framework"):
         value = (manifest.get(section) or {}).get("dtype")
         if value:
             return str(value)
@@ -38,8 +33,8 @@ def _dtype(manifest: dict) -> str | None:
 def trainer_efficiency(ev, card: dict[str, Any] | None) -> dict[str, Any]:
     """{status, window, tokens, flops, achieved_tflops, mfu_*, peak, notes} for one run's evidence."""
     m = ev.manifest or {}
-    settings = _settings(m)
-    first, last = settings.headline_first, settings.total_updates
+    settings = ContractSettings.recorded(m.get("contract") or {}) or ContractSettings()
+    first, last = settings.trainer_window
     out: dict[str, Any] = {"status": "unavailable", "first_update": first, "last_update": last, "notes": []}
     if card is None:
         out["reason"] = "no model FLOPs card for this run's model"

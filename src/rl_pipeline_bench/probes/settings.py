@@ -3,7 +3,7 @@
 `merged_probe_settings` is what the config says (schema-shaped); `probe_settings` adds
 what follows from the suite: NCCL on a CUDA suite (one rank per GPU unless `world_size`
 says otherwise), gloo with two ranks on a CPU suite, the checkpoint probe loading onto
-the suite's device with the reference LoRA shape.
+the suite's device (its LoRA shape is its own setting, `probes.checkpoint.lora_rank/lora_alpha`).
 
 In the run spec (rl_pipeline_bench.spec, docs/run-spec.md) the resolved settings are
 split: what changes a probe's work (sizes, iterations, ranks, the sampler's interval) is
@@ -23,7 +23,7 @@ SECTIONS = ("telemetry", "allreduce", "storage", "checkpoint")
 #: checkpoint directories are hashed: the directory decides which filesystem is measured.
 PLACEMENT = {"telemetry": (), "allreduce": ("timeout_s",), "storage": ("timeout_s",), "checkpoint": ()}
 #: Keys `probe_settings` derives from the suite; they are not config keys.
-DERIVED = {"telemetry": (), "allreduce": ("backend",), "storage": (), "checkpoint": ("device", "lora_rank", "lora_alpha")}
+DERIVED = {"telemetry": (), "allreduce": ("backend",), "storage": (), "checkpoint": ("device",)}
 
 
 def merged_probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -42,14 +42,7 @@ def probe_settings(config: dict[str, Any], suite_settings: dict[str, Any]) -> di
     ar["backend"] = "nccl" if cuda else "gloo"
     if ar["world_size"] is None:
         ar["world_size"] = int(suite_settings["gpus"]) if cuda else 2
-    lora = config.get("reference") or {}
-    missing = [k for k in ("lora_rank", "lora_alpha") if k not in lora]
-    if missing:  # the checkpoint probe's adapter has the reference backend's LoRA shape
-        from ..configfile import ConfigError
-
-        raise ConfigError(f"config key 'reference': lacks {', '.join(missing)} (the checkpoint probe's LoRA adapter)")
-    merged["checkpoint"].update(device="cuda" if cuda else "cpu", lora_rank=lora["lora_rank"],
-                                lora_alpha=lora["lora_alpha"])
+    merged["checkpoint"]["device"] = "cuda" if cuda else "cpu"
     return merged
 
 

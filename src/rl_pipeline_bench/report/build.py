@@ -20,15 +20,12 @@ from .. import paths
 from . import figures, tables
 from ..eval.report_section import section as eval_section
 from .collect import OFFERED_QUANTITIES, ReportInputError, load_attempts, load_plans, load_runs
+from ..contract.settings import KEYS as CONTRACT_KEYS, ContractSettings
 from .files import data_uri, write_output
 from .stats import HEADLINE_RATES, StatsSettings
 from .tables import template_records
 
 log = logging.getLogger(__name__)
-
-DEFAULT_CONTRACT = {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5}
-CONTRACT_KEYS = tuple(DEFAULT_CONTRACT)
-
 
 def _order(preferred: list[str], seen: list[str]) -> list[str]:
     """The configured order first, then anything else in order of first appearance."""
@@ -40,12 +37,8 @@ def _order(preferred: list[str], seen: list[str]) -> list[str]:
 
 
 def _contract_text(c: dict) -> str:
-    w, m, h = (c.get(k) for k in CONTRACT_KEYS)
-    if None in (w, m, h):
-        return "unknown (summary lacks contract settings)"
-    total = w + m
-    return (f"{w} warmup + {m} measured updates (N = {total}); headline = last {h} "
-            f"(updates {total - h + 1}–{total}, window from completion {total - h} to {total})")
+    settings = ContractSettings.recorded(c)
+    return settings.describe() if settings else "unknown (summary lacks contract settings)"
 
 
 def contract_context(runs, suite_settings: dict | None) -> dict[str, Any]:
@@ -54,7 +47,8 @@ def contract_context(runs, suite_settings: dict | None) -> dict[str, Any]:
         c = r.summary.get("contract") or {}
         used.setdefault(tuple(c.get(k) for k in CONTRACT_KEYS), []).append(
             f"{r.key[1]}/{r.key[0]}/trial{r.key[2]}")
-    default_key = tuple(DEFAULT_CONTRACT[k] for k in CONTRACT_KEYS)
+    default = ContractSettings().settings()
+    default_key = tuple(default[k] for k in CONTRACT_KEYS)
     configured = (suite_settings or {}).get("contract")
     variants = [{"settings": dict(zip(CONTRACT_KEYS, k)), "text": _contract_text(dict(zip(CONTRACT_KEYS, k))),
                  "runs": sorted(v), "is_default": k == default_key} for k, v in sorted(used.items(), key=lambda kv: str(kv[0]))]
@@ -63,9 +57,8 @@ def contract_context(runs, suite_settings: dict | None) -> dict[str, Any]:
     elif len(variants) == 1 and variants[0]["is_default"]:
         statement = "All runs used the default contract: " + variants[0]["text"] + "."
     elif len(variants) == 1:
-        statement = ("These runs did NOT use the default contract (5 warmup + 15 measured updates, headline = "
-                     "last 5). They used " + variants[0]["text"] + ". Their rates are not comparable with "
-                     "default-contract results.")
+        statement = ("These runs did NOT use the default contract (" + _contract_text(default) + "). They used "
+                     + variants[0]["text"] + ". Their rates are not comparable with default-contract results.")
     else:
         statement = ("Runs in this report used DIFFERENT contract settings (listed below); rates from different "
                      "contracts are not comparable.")
@@ -77,7 +70,7 @@ def contract_context(runs, suite_settings: dict | None) -> dict[str, Any]:
                 mismatch.extend(v["runs"])
     return {"variants": variants, "statement": statement, "configured": configured,
             "configured_text": _contract_text(configured) if configured else None,
-            "default_text": _contract_text(DEFAULT_CONTRACT), "mismatch": sorted(mismatch)}
+            "default_text": _contract_text(default), "mismatch": sorted(mismatch)}
 
 
 PROVENANCE_FIELDS = (("model", "model"), ("recipe_sha256", "recipe sha256"), ("source_sha256", "source sha256"),
@@ -158,7 +151,7 @@ def _suite_settings(spec) -> dict | None:
     about = spec.doc.get("about") or {}
     return {
         "description": about.get("description"), "backends": s["backends"], "workloads": s["workloads"],
-        "trials": s["trials"], "scale": s["scale"], "model": s["model"]["name"], "runtime": s["runtime"],
+        "trials": spec.trials, "scale": s["scale"], "model": s["model"]["name"], "runtime": s["runtime"],
         "device": s["device"], "gpus": s["gpus"], "gpu_sets": about.get("gpu_sets") or [],
         "contract": s["contract"],
     }
@@ -247,7 +240,8 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "evidence_until": data.evidence_until,
         "workloads": workloads,
         "workload_desc": {w: workload_desc.get(w) for w in workloads},
-        "spec": spec.doc if spec is not None else None,
+        # the trial count is not part of the spec's identity: show the trials this report holds
+        "spec": {**spec.doc, "trials": max((r.key[2] for r in runs), default=spec.trials)} if spec else None,
         "spec_file": str(paths.spec_file(spec.id)) if spec is not None else None,
         "spec_runs_dir": str(paths.spec_runs_dir(spec.id)) if spec is not None else None,
         "backends": backends,

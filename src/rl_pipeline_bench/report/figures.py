@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
+from ..contract.settings import ContractSettings
 from .collect import OFFERED_QUANTITIES, Run, offered_lengths
 
 DPI = 100
@@ -76,11 +77,13 @@ def timelines_figure(runs: list[Run], workloads: list[str], backends: list[str],
             cell = [r for r in runs if r.key[0] == w]
             shaded = False
             for r in cell:
-                c = r.summary.get("contract") or {}
-                if not shaded and None not in (c.get("warmup_updates"), c.get("total_updates"), c.get("headline_updates")):
-                    total = c["total_updates"]
-                    ax.axvspan(c["warmup_updates"], total, color="0.92", zorder=0, label="measured window")
-                    ax.axvspan(total - c["headline_updates"], total, color="#cfe3f7", zorder=0, label="headline window")
+                settings = None if shaded else ContractSettings.recorded(r.summary.get("contract") or {})
+                if settings is not None:
+                    # each window opens at the completion of the update before its first
+                    first, last = settings.measured_window
+                    ax.axvspan(first - 1, last, color="0.92", zorder=0, label="measured window")
+                    first, last = settings.headline_window
+                    ax.axvspan(first - 1, last, color="#cfe3f7", zorder=0, label="headline window")
                     shaded = True
             by_backend: dict[str, list[Run]] = {}
             for r in cell:

@@ -150,13 +150,20 @@ def _expectation_verdict(probe: dict, exp: dict) -> tuple[str, bool | None, floa
     if probe["world_size"] < 2:
         return "not applicable: world size 1 (bus bandwidth needs at least 2 GPUs)", None, None
     if not re.search(exp["gpu_match"], names):
-        return f"not applicable: probe GPUs are {names or 'unknown'}", None, None
+        return f"not applicable: probe GPUs are {_counted(probe.get('device_names')) or 'unknown'}", None, None
     if exp["scope"] == "inter-node":
         return "not measured: this probe's ranks all run on one host", None, None
     if exp.get("link_peak_gbps"):
         return f"{100 * busbw / exp['link_peak_gbps']:.1f} % of the link peak", None, busbw
     met = busbw >= exp["expected_min_gbps"]  # above the range's top is better than expected, still met
     return ("met" if met else "not met"), met, busbw
+
+
+def _counted(names) -> str:
+    """'8x NVIDIA H200' for eight equal names (a verdict names the kind of GPU, not each one)."""
+    from collections import Counter
+
+    return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in Counter(names or []).items())
 
 
 def _expected_text(exp: dict) -> str:
@@ -253,9 +260,14 @@ def build_section(run_infra_paths, probe_paths, tables_dir: Path, figures_dir: P
                                                   "torch_version", "device_names", "env", "busbw_note",
                                                   "warmup_iters", "iters", "min_bytes", "max_bytes")}
                          | {"largest": p["largest"]})
+    efficiency = template_records(tabs["infra_trainer_efficiency"])
+    notes = {e["notes"] for e in efficiency if e.get("status") == "estimated"}
+    shared_note = notes.pop() if len(notes) == 1 else None  # the same caveats for every run: said once
     return {
         "telemetry": template_records(tabs["infra_telemetry"]),
-        "efficiency": template_records(tabs["infra_trainer_efficiency"]),
+        "efficiency": efficiency,
+        "efficiency_note": shared_note or None,
+        "efficiency_row_notes": len(notes) > 0,
         "allreduce": allreduce,
         "expectations": template_records(tabs["infra_allreduce_expectations"]),
         "storage": template_records(tabs["infra_storage"]),

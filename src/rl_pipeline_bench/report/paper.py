@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import jinja2
+import numpy as np
 import pandas as pd
 
+from .. import paths
 from . import figures
 from .build import fmt_num
 from .files import write_output
@@ -33,7 +35,7 @@ from .latex import escape, latex_table
 log = logging.getLogger(__name__)
 
 #: What to install when latexmk is missing (Debian/Ubuntu package names; .ci/setup_tex.sh does it).
-TEX_PACKAGES = ("latexmk", "texlive-latex-base", "texlive-latex-recommended")
+TEX_PACKAGES = ("latexmk", "texlive-latex-base", "texlive-latex-recommended", "lmodern")
 TEX_INSTALL_HINT = (f"install TeX Live with latexmk: `sudo apt-get install --no-install-recommends {' '.join(TEX_PACKAGES)}` "
                     "(Debian/Ubuntu), or `sudo bash .ci/setup_tex.sh` from this repository")
 
@@ -186,17 +188,105 @@ def validation_table(p: PaperInputs) -> str:
     df = pd.DataFrame(rows, columns=["workload", "backend", "runs", "valid", "attempts_failed", "reasons"])
     return latex_table(df, {"workload": "workload", "backend": "backend", "runs": "runs", "valid": "valid",
                             "attempts_failed": "failed/invalid attempts", "reasons": "reason codes (runs)"},
-                       align="llrrrp{0.32\\linewidth}", caption="Validation: runs in the report, valid runs, every "
+                       align="llrrrp{0.28\\linewidth}", caption="Validation: runs in the report, valid runs, every "
                        "failed or invalid attempt kept under the evidence root, and the reasons that invalidated runs.",
                        label="tab:validation", empty="No runs.")
 
 
-def frame_table(df: pd.DataFrame, caption: str, label: str, drop: tuple[str, ...] = ("path",)) -> str:
-    """Any section's DataFrame as it is (columns as headers), numbers in the report's style."""
-    cols = [c for c in df.columns if c not in drop]
-    formats = {c: num for c in cols if pd.api.types.is_float_dtype(df[c])}
-    return latex_table(df, {c: c.replace("_", " ") for c in cols}, formats=formats, caption=caption, label=label,
-                       align="l" * len(cols))
+#: Unit words of the CSV column names, as the HTML report writes them.
+_UNITS = {"gbps": "GB/s", "tflops": "TFLOP/s", "pct": "%", "mib": "MiB", "us": "(us)", "w": "W", "mhz": "MHz"}
+
+
+def header_text(column: str) -> str:
+    """A CSV column name as a table header: words, units as the HTML report writes them (mb_per_s: MB/s)."""
+    return " ".join(_UNITS.get(w, w) for w in column.replace("mb_per_s", "MB/s").split("_"))
+
+
+def _wrapped(share: float) -> str:
+    return r">{\raggedright\arraybackslash}p{" + f"{share:g}" + r"\linewidth}"
+
+
+#: The stages' tables as the paper shows them: column -> (header, wrap), wrap a share of the line for
+#: a text column set as a paragraph, None for one line. The rest of a table's columns (ids, paths,
+#: repeated settings) are in its CSV, reports/tables/infra_NAME.csv, which the caption names.
+PAPER_COLUMNS: dict[str, dict[str, tuple[str, float | None]]] = {
+    "telemetry": {"workload": ("workload", None), "backend": ("backend", None), "trial": ("trial", None),
+                  "telemetry_status": ("telemetry", None), "telemetry_reason": ("reason", 0.16),
+                  "gpu_index": ("GPU", None), "update_gpu_util_mean": ("update util %", 0.07),
+                  "update_gpu_util_met": ("> 70 %", None), "memory_used_peak_pct": ("peak memory %", 0.07),
+                  "memory_used_met": ("> 80 %", None), "sampler_busy_pct": ("sampler busy %", 0.07)},
+    "utilisation": {"workload": ("workload", None), "backend": ("backend", None), "trial": ("trial", None),
+                    "gpu_index": ("GPU", None), "phase": ("phase", None), "util_samples": ("samples", None),
+                    "gpu_util_mean": ("util mean %", None), "gpu_util_p50": ("p50", None),
+                    "gpu_util_p90": ("p90", None), "memory_used_peak_pct": ("peak memory %", None),
+                    "power_mean_w": ("power W", None)},
+    "trainer_efficiency": {"workload": ("workload", None), "backend": ("backend", None), "trial": ("trial", None),
+                           "status": ("status", None), "reason": ("reason", 0.16), "tokens": ("tokens", None),
+                           "flops_per_token": ("FLOPs/token", None), "achieved_tflops": ("TFLOP/s", None),
+                           "device_name": ("device", 0.12), "mfu_datasheet": ("MFU (datasheet)", 0.08),
+                           "mfu_measured": ("MFU (measured)", 0.08)},
+    "allreduce": {"label": ("probe", None), "backend": ("backend", None), "world_size": ("ranks", None),
+                  "dtype": ("dtype", None), "bytes": ("bytes", None), "time_us": ("time (us)", None),
+                  "algbw_gbps": ("algbw GB/s", None), "busbw_gbps": ("busbw GB/s", None)},
+    "allreduce_expectations": {"label": ("probe", None), "expectation": ("expectation", 0.15),
+                               "expected": ("expected", 0.12),
+                               "measured_busbw_gbps": ("busbw GB/s", None), "verdict": ("verdict", 0.2)},
+    "storage": {"label": ("probe", None), "filesystem": ("filesystem", None), "engine": ("engine", None),
+                "direct": ("O_DIRECT", None), "direction": ("direction", None), "size_bytes": ("bytes", None),
+                "mb_per_s": ("MB/s", None), "target": ("target", None), "met": ("met", None)},
+    "checkpoint": {"label": ("probe", None), "device": ("device", None), "item": ("item", None),
+                   "operation": ("operation", None), "bytes": ("bytes", None), "seconds": ("seconds", None),
+                   "mb_per_s": ("MB/s", None), "target": ("target", None), "met": ("met", None)},
+    "gemm": {"label": ("probe", None), "device_name": ("device", 0.25), "n": ("n", None), "dtype": ("dtype", None),
+             "iters": ("iterations", None), "seconds": ("seconds", None), "tflops": ("TFLOP/s", None)},
+    "targets": {"label": ("target", 0.17), "comparison": ("", None), "threshold": ("threshold", None),
+                "unit": ("unit", None), "statistic": ("statistic", 0.28), "source": ("source", 0.25)},
+}
+
+def _booleans(col: pd.Series) -> bool:
+    values = col.dropna()
+    return len(values) > 0 and all(isinstance(v, (bool, np.bool_)) for v in values)
+
+
+def _yes_no(v) -> str:
+    return "yes" if v else "no"
+
+
+#: A `[H]` table does not break across pages: longer frames are set as several tables ("continued").
+ROWS_PER_TABLE = 25
+
+#: Columns whose every row says the same long thing: said once under the table.
+PAPER_NOTES = {"trainer_efficiency": "notes"}
+
+
+def frame_table(df: pd.DataFrame, caption: str, label: str, drop: tuple[str, ...] = ("path",),
+                columns: Mapping[str, tuple[str, float | None]] | None = None, note_column: str | None = None,
+                csv_name: str | None = None) -> str:
+    """A section's DataFrame as a table, numbers in the report's style.
+
+    `columns` (PAPER_COLUMNS) picks and names the columns and wraps the long ones;
+    without it every column but `drop` is shown, headed by its name. `note_column`'s
+    distinct values are said once under the table, and the CSV (`csv_name`) that holds
+    the columns left out is named there.
+    """
+    if columns is None:
+        columns = {c: (header_text(c), None) for c in df.columns if c not in drop}
+    # A column with no value in any row says nothing here (it stays in the CSV).
+    columns = {c: spec for c, spec in columns.items() if c in df.columns and (df.empty or df[c].notna().any())}
+    formats = {c: num for c in columns if pd.api.types.is_float_dtype(df[c])}
+    formats |= {c: _yes_no for c in columns if _booleans(df[c])}
+    align = "".join(_wrapped(w) if w else ("r" if c in formats else "l") for c, (_, w) in columns.items())
+    notes = []
+    if note_column and note_column in df.columns:
+        notes = [n.rstrip(".") + "." for n in dict.fromkeys(df[note_column].dropna().astype(str)) if n]
+    if csv_name and len(columns) < len(df.columns):
+        notes.append(f"Every column: {paths.REPORT_TABLES}/{csv_name}.csv.")
+    note = " ".join(notes) or None
+    headers = {c: h for c, (h, _) in columns.items()}
+    parts = [df.iloc[i:i + ROWS_PER_TABLE] for i in range(0, max(len(df), 1), ROWS_PER_TABLE)]
+    return "".join(latex_table(part, headers, formats=formats, caption=caption if k == 0 else f"{caption} (continued)",
+                               label=label if k == 0 else None, align=align, note=note if k == len(parts) - 1 else None,
+                               small=True) for k, part in enumerate(parts))
 
 
 #: The throughput tables, in the paper's order: (file stem, builder, tables it needs).
@@ -226,7 +316,10 @@ def latex_tables(p: PaperInputs) -> dict[str, str]:
         for name, df in sorted(p.sections[section].items()):
             if df is not None and len(df):
                 out[f"tables/{section}_{name}.tex"] = frame_table(
-                    df, f"{section.capitalize()}: {name.replace('_', ' ')}.", f"tab:{section}:{name}")
+                    df, f"{section.capitalize()}: {name.replace('_', ' ')}.", f"tab:{section}:{name}",
+                    columns=PAPER_COLUMNS.get(name) if section == "infrastructure" else None,
+                    note_column=PAPER_NOTES.get(name) if section == "infrastructure" else None,
+                    csv_name=f"infra_{name}" if section == "infrastructure" else None)
     return out
 
 

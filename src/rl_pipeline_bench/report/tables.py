@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..attempts import Attempt
+from ..contract.settings import ContractSettings
 from .collect import OFFERED_QUANTITIES, Run, offered_lengths
 from .files import write_output
 
@@ -371,19 +372,6 @@ def offered_table(plans: dict[str, pd.DataFrame], workloads: list[str]) -> pd.Da
     return _frame(rows, cols, ["count", "min", "max"])
 
 
-def window_of(update: int, contract: dict) -> str:
-    warm = contract.get("warmup_updates")
-    total = contract.get("total_updates")
-    head = contract.get("headline_updates")
-    if None in (warm, total, head):
-        return ""
-    if update <= warm:
-        return "warmup"
-    if update > total:
-        return "beyond"
-    return "headline" if update > total - head else "measured"
-
-
 def updates_table(runs: list[Run]) -> pd.DataFrame:
     """The per-update completion times behind the timeline figure (columns built whole: 10 000 runs)."""
     drawn = [r for r in runs if r.updates is not None]
@@ -393,8 +381,8 @@ def updates_table(runs: list[Run]) -> pd.DataFrame:
     sizes = [len(r.updates) for r in drawn]
     windows = []
     for r in drawn:
-        contract = r.summary.get("contract") or {}
-        windows.extend(window_of(int(u), contract) for u in r.updates.update.tolist())
+        settings = ContractSettings.recorded(r.summary.get("contract") or {})
+        windows.extend(settings.window_of(int(u)) if settings else "" for u in r.updates.update.tolist())
     return pd.DataFrame({
         "workload": np.repeat([r.key[0] for r in drawn], sizes).astype(object),
         "backend": np.repeat([r.key[1] for r in drawn], sizes).astype(object),

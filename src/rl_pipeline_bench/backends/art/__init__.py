@@ -17,14 +17,14 @@ def run(ctx) -> None:
     _run(ctx)
 
 
-def support_native_config(config, suite) -> dict:
+def support_native_config(spec) -> dict:
     """The native settings `bench preflight` asks the installed ART about (support.py)."""
     from .config import build_art_config
 
-    return build_art_config(config, suite)
+    return build_art_config(spec)
 
 
-def trainer_ranks(suite) -> list[int]:
+def trainer_ranks(spec) -> list[int]:
     """ART's train call is timed once per step at the controller, recorded as rank 0."""
     return [0]
 
@@ -37,8 +37,9 @@ BACKEND = framework_backend(
     models=("Qwen/Qwen3.5-35B-A3B",),
     trainer_ranks=trainer_ranks,
     native_support=support_native_config,
-    staleness_limit=lambda config, suite: MAX_POLICY_AGE,
+    staleness_limit=lambda spec: MAX_POLICY_AGE,
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("openpipe-art", "vllm", "megatron-core"),
+    env_prefixes=("ART_", "VLLM_", "MEGATRON_"),
 )

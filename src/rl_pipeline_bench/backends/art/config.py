@@ -1,4 +1,4 @@
-"""ART native configuration built from a suite: pure data, no ART import needed.
+"""ART native configuration built from a run spec: pure data, no ART import needed.
 
 `build_art_config` returns the keyword arguments of ART's own objects, as
 `openpipe-art` 0.5.23 names them (read from that release's source):
@@ -35,7 +35,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...configfile import Suite
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
@@ -59,29 +58,26 @@ INFERENCE_LAYOUT = {
 
 
 def build_art_config(
-    config: dict[str, Any],
-    suite: Suite,
+    spec: Any,
     *,
-    n_updates: int | None = None,
     run_name: str = "rl-bench",
     project: str = "rl-pipeline-bench",
     art_path: str | Path | None = None,
     model_path: str | Path | None = None,
 ) -> dict[str, Any]:
-    """ART's native settings for this suite (see the module docstring for the keys).
+    """ART's native settings for this run spec (rl_pipeline_bench.spec.RunSpec; see the module
+    docstring for the keys); it trains N steps (the spec's ContractSettings).
 
-    n_updates: the contract's N (warmup + measured).
     model_path: the pinned snapshot directory (None: the canonical ID, for checks
     that never load weights).
     """
-    model = config["models"][suite["model"]]
+    model = spec.model
     init_args: dict[str, Any] = {"max_seq_length": MAX_SEQ_LENGTH, "dtype": DTYPE}
     if model_path is not None:
         init_args["model_name"] = str(model_path)
     if model.get("revision"):
         init_args["revision"] = str(model["revision"])
-    contract = suite.contract
-    n = int(n_updates if n_updates is not None else contract["warmup_updates"] + contract["measured_updates"])
+    n = spec.contract.total_updates
     trainer_ids = list(range(ART_TOPOLOGY.train_gpus))
     inference_ids = list(range(ART_TOPOLOGY.train_gpus, ART_TOPOLOGY.train_gpus + ART_TOPOLOGY.inference_gpus))
     topo = ART_TOPOLOGY
@@ -95,7 +91,7 @@ def build_art_config(
             # (bound to the snapshot through the run-local directory, driver.bind_model_dir);
             # ART's vLLM and trainer processes load init_args.model_name instead.
             "base_model": model["repo_id"],
-            "lora_config": {"rank": lora_rank(suite), "alpha": LORA_ALPHA},
+            "lora_config": {"rank": lora_rank(spec), "alpha": LORA_ALPHA},
         },
         "internal_config": {
             "init_args": init_args,
@@ -124,7 +120,7 @@ def build_art_config(
         },
         "contract": {
             "topology": topo.label(),
-            "lora_rank": lora_rank(suite),
+            "lora_rank": lora_rank(spec),
             "lora_alpha": LORA_ALPHA,
             "mean_policy_age_limit": ART_MAX_POLICY_AGE,
             "packed_sequence_length": ART_PACKED_SEQUENCE_LENGTH,

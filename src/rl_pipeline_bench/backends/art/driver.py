@@ -110,7 +110,7 @@ def publication_failed(failures: dict[int, str]) -> str:
 
 
 def run(ctx) -> None:
-    preflight(ctx.config, ctx.suite, "art")
+    preflight(ctx.run_spec, "art")
     try:
         import art
         from art.megatron import MegatronBackend
@@ -123,10 +123,10 @@ def run(ctx) -> None:
     writer, log = ctx.writer, ctx.log
     native_dir = Path(writer.path) / "native"
     native_dir.mkdir(parents=True, exist_ok=True)
-    n = int(ctx.contract["warmup_updates"] + ctx.contract["measured_updates"])
+    n = ctx.trained_updates
     snapshot = Path(ctx.model["snapshot_path"]).resolve()
-    native = build_art_config(ctx.config, ctx.suite, n_updates=n, run_name=writer.path.name,
-                              art_path=native_dir / "art", model_path=snapshot)
+    native = build_art_config(ctx.run_spec, run_name=writer.path.name, art_path=native_dir / "art",
+                              model_path=snapshot)
     support = check_support(native)
     writer.update_manifest(framework={"name": "openpipe-art", "version": support["version"], "native_config": native,
                                       "support_gaps": support["gaps"], "support_facts": support["facts"]},

@@ -37,14 +37,14 @@ def run(ctx) -> None:
     run_pipeline(ctx)
 
 
-def trainer_ranks(suite) -> list[int]:
+def trainer_ranks(spec) -> list[int]:
     """One trainer process, rank 0."""
     return [0]
 
 
-def staleness_limit(config, suite) -> int:
+def staleness_limit(spec) -> int:
     """Versions the rollout may run ahead of the trainer (`reference.max_policy_age`)."""
-    return int(config["reference"]["max_policy_age"])
+    return int(spec.backend_settings("reference")["max_policy_age"])
 
 
 def preload() -> None:

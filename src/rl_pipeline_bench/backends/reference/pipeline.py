@@ -68,7 +68,7 @@ def _offered(plan) -> dict[int, int]:
 
 def run(ctx) -> None:
     """Run the whole plan of ctx on the reference pipeline; raises on any failure."""
-    ref = ctx.config["reference"]
+    ref = ctx.run_spec.backend_settings("reference")
     torch.set_num_threads(int(ref["torch_threads"]))
     snapshot = _snapshot_path(ctx.model)
     offered = _check_plan(ctx.plan)
@@ -82,7 +82,7 @@ def run(ctx) -> None:
              snapshot, rollout_dev, trainer_dev, torch.get_num_threads())
 
     tokenizer = policy.load_tokenizer(snapshot)
-    torch.manual_seed(int(ctx.config.get("seed", 0)))  # LoRA init (A random, B zero) is reproducible
+    torch.manual_seed(ctx.run_spec.seed)  # LoRA init (A random, B zero) is reproducible
     trainer_base = policy.load_base_model(snapshot, trainer_dev)
     lora = policy.plan_lora(trainer_base, ref["lora_rank"], ref["lora_alpha"])
     trainer_model = policy.apply_lora(trainer_base, lora)
@@ -121,7 +121,7 @@ def run(ctx) -> None:
     rollout = RolloutWorker(
         model=rollout_model, tokenizer=tokenizer, plan=ctx.plan, board=board, out=channel,
         banned=banned_token_mask(tokenizer, vocab_size, rollout_dev), clock=ctx.writer.clock,
-        workload=ctx.workload, seed=int(ctx.config.get("seed", 0)), max_policy_age=ref["max_policy_age"], log=log,
+        workload=ctx.workload, seed=ctx.run_spec.seed, max_policy_age=ref["max_policy_age"], log=log,
         batch_rows=int(ref.get("decode_batch_rows", DECODE_BATCH_ROWS)), decode_loop=str(ref.get("decode_loop", "auto")),
     )
     log.info("rollout decoding: %s loop, up to %d rows a batch", rollout.decoder.mode, rollout.batch_rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..descriptor import framework_backend
 from .contract import STALENESS, SUITE_SCHEMA, TOPOLOGY, batch_problems, variant
+from .host import HOST_HOOKS
 
 
 def run(ctx) -> None:
@@ -17,14 +18,14 @@ def run(ctx) -> None:
     _run(ctx)
 
 
-def support_native_config(config, suite) -> dict:
+def support_native_config(spec) -> dict:
     """The native settings `bench preflight` asks the installed SkyRL about (support.py)."""
     from .config import build_skyrl_config
 
-    return build_skyrl_config(config, suite)
+    return build_skyrl_config(spec)
 
 
-def trainer_ranks(suite) -> list[int]:
+def trainer_ranks(spec) -> list[int]:
     """SkyRL's run_training phase gives one native training interval per step, recorded as rank 0."""
     return [0]
 
@@ -37,9 +38,13 @@ BACKEND = framework_backend(
     models=("Qwen/Qwen3.5-35B-A3B",),
     trainer_ranks=trainer_ranks,
     native_support=support_native_config,
-    staleness_limit=lambda config, suite: STALENESS,
+    staleness_limit=lambda spec: STALENESS,
     suite_checks=(batch_problems,),
     packages=("skyrl", "skyrl-train", "vllm", "megatron-core"),
+    env_prefixes=("SKYRL_", "VLLM_", "MEGATRON_"),
+    run_variables={"SKYRL_USE_CUDA_COMPAT": "SkyRL's packaged CUDA compatibility libraries on or off",
+                   "SKYRL_CUDA_COMPAT_SUBDIR": "where those libraries are"},
+    host_hooks=HOST_HOOKS,
     suite_schema=SUITE_SCHEMA,
     variant=variant,
 )

@@ -1,4 +1,4 @@
-"""SkyRL native configuration built from a suite: pure data, no SkyRL import needed.
+"""SkyRL native configuration built from a run spec: pure data, no SkyRL import needed.
 
 `build_skyrl_config` returns the nested mapping of SkyRL's typed config
 (`skyrl.train.config.SkyRLTrainConfig`, skyrl 0.4.0): fully asynchronous trainer,
@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...configfile import Suite
 from ...rollout import CHAT_TEMPLATE_KWARGS
 from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import STALENESS as SKYRL_STALENESS
@@ -36,21 +35,22 @@ ENV_CLASS = "rl_bench_plan"
 
 
 def build_skyrl_config(
-    config: dict[str, Any],
-    suite: Suite,
+    run_spec: Any,
     *,
     spec: Any = None,
-    n_updates: int | None = None,
     model_path: str | Path = "Qwen/Qwen3.5-35B-A3B",
     data_path: str | Path = "plan_prompts.jsonl",
     run_dir: str | Path = ".",
     run_name: str = "rl-bench",
     max_completion_tokens: int = 4096,
 ) -> dict[str, Any]:
-    """Nested SkyRLTrainConfig values for this suite (only keys the contract sets)."""
-    contract = suite.contract
-    n = int(n_updates if n_updates is not None else contract["warmup_updates"] + contract["measured_updates"])
-    batch, workers = skyrl_batch(suite), skyrl_workers(suite)
+    """Nested SkyRLTrainConfig values for this run spec (only keys the contract sets); it trains N steps.
+
+    run_spec: the resolved run spec (rl_pipeline_bench.spec.RunSpec).
+    spec: the workload spec (group size, new calls per trajectory), when known.
+    """
+    n = run_spec.contract.total_updates
+    batch, workers = skyrl_batch(run_spec), skyrl_workers(run_spec)
     group_size = int(getattr(spec, "group_size", 4) if spec is not None else 4)
     new_calls = int(getattr(spec, "new_calls", 1) if spec is not None else 1)
     run_dir = Path(run_dir)
@@ -69,7 +69,7 @@ def build_skyrl_config(
                 "model": {
                     "path": str(model_path),
                     "lora": {
-                        "rank": lora_rank(suite),
+                        "rank": lora_rank(run_spec),
                         "alpha": LORA_ALPHA,
                         "target_modules": "all-linear",
                         # Default true shares one adapter across an EP rank's grouped experts.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
-from ...configfile import ConfigError, Suite
+from ...configfile import ConfigError
 from ...topology import Topology
 
 #: Megatron TP1 CP1 EP2 DP2 on two training GPUs, two inference GPUs.
@@ -16,29 +16,29 @@ STALENESS = 4
 SUITE_SCHEMA = {"skyrl_batch_size": {"enum": sorted(WORKERS)}}
 
 
-def skyrl_batch(suite: Suite) -> int:
-    return int(suite.get("skyrl_batch_size", 4))
+def skyrl_batch(spec: Any) -> int:
+    return int(spec.get("skyrl_batch_size", 4))
 
 
-def _batch_problem(suite: Suite) -> str | None:
-    b = skyrl_batch(suite)
+def _batch_problem(spec: Any) -> str | None:
+    b = skyrl_batch(spec)
     if b in WORKERS:
         return None
-    return (f"config key 'suites/{suite.name}/skyrl_batch_size': {b} is not a contract batch "
+    return (f"config key 'suites/{spec.suite_name}/skyrl_batch_size': {b} is not a contract batch "
             f"(allowed: {', '.join(map(str, sorted(WORKERS)))})")
 
 
-def skyrl_workers(suite: Suite) -> int:
-    problem = _batch_problem(suite)
+def skyrl_workers(spec: Any) -> int:
+    problem = _batch_problem(spec)
     if problem:
         raise ConfigError(problem)
-    return WORKERS[skyrl_batch(suite)]
+    return WORKERS[skyrl_batch(spec)]
 
 
-def batch_problems(config: Mapping[str, Any], suite: Suite) -> list[str]:
-    problem = _batch_problem(suite)
+def batch_problems(spec: Any) -> list[str]:
+    problem = _batch_problem(spec)
     return [problem] if problem else []
 
 
-def variant(suite: Suite) -> list[str]:
-    return [f"B{skyrl_batch(suite)}/workers{skyrl_workers(suite)}"]
+def variant(spec: Any) -> list[str]:
+    return [f"B{skyrl_batch(spec)}/workers{skyrl_workers(spec)}"]

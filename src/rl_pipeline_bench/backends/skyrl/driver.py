@@ -87,7 +87,7 @@ def write_prompt_dataset(path: Path, n_groups: int) -> Path:
 
 
 def run(ctx) -> None:
-    preflight(ctx.config, ctx.suite, "skyrl")
+    preflight(ctx.run_spec, "skyrl")
     try:
         import datasets
         from omegaconf import OmegaConf
@@ -111,9 +111,9 @@ def run(ctx) -> None:
     plan = ctx.plan
     groups = [rows for _, rows in plan.groupby(["update", "group"], sort=True)]
     data_path = write_prompt_dataset(native_dir / "plan_prompts.jsonl", len(groups))
-    n = int(ctx.contract["warmup_updates"] + ctx.contract["measured_updates"])
+    n = ctx.trained_updates
     nested = build_skyrl_config(
-        ctx.config, ctx.suite, spec=ctx.spec, n_updates=n,
+        ctx.run_spec, spec=ctx.spec,
         model_path=ctx.model["snapshot_path"], data_path=data_path, run_dir=native_dir,
         run_name=writer.path.name, max_completion_tokens=int(plan["forced_completion_tokens"].max()),
     )

@@ -16,6 +16,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -66,8 +67,11 @@ def small_plan_rows(new_calls: int = 3, forced=(3, 5, 2), group_size: int = 2):
 class FakeChatServer:
     """Loopback stand-in for vLLM's /v1/chat/completions (see the module docstring)."""
 
-    def __init__(self, tokenizer, short_by: int = 0, delay_s: float = 0.0):
+    def __init__(self, tokenizer, short_by: int = 0, delay_s: float = 0.0, policy_spans: bool = False):
         self.tokenizer = tokenizer
+        #: answer chat requests as ART's vLLM runtime does under in-flight LoRA: each choice's
+        #: prompt and completion tokens partitioned by the policy version that scored them
+        self.policy_spans = policy_spans
         self.short_by = short_by
         self.delay_s = delay_s
         self.requests: list[dict] = []
@@ -107,6 +111,9 @@ class FakeChatServer:
     def respond(self, body: dict) -> dict:
         if "prompt" in body:
             return self.complete(body)
+        arrived = self.policy
+        time.sleep(self.delay_s)  # a decode in flight while the trainer may publish
+        self.served.append((arrived, self.policy))
         n = max(0, int(body["max_tokens"]) - self.short_by)
         words = [WORDS[(len(self.requests) * 7 + i) % len(WORDS)] for i in range(n)]
         text = " ".join(words)
@@ -121,10 +128,24 @@ class FakeChatServer:
                                                         add_generation_prompt=True, return_dict=False, **kwargs)
             out["prompt_token_ids"] = list(prompt)
             choice["token_ids"] = self.tokenizer.convert_tokens_to_ids(words)
+            if self.policy_spans:
+                choice.update(self.spans(len(prompt), n, arrived, self.served[-1][1]))
         if body.get("logprobs"):
             choice["logprobs"] = {"content": [{"token": w, "logprob": -0.5, "bytes": None, "top_logprobs": []}
                                               for w in words]}
         return out
+
+    @staticmethod
+    def spans(prompt_tokens: int, completion_tokens: int, arrived: int, answered: int) -> dict:
+        """ART's policy_token_spans: a publication during the decode splits the completion in two."""
+        def span(start, end, version):
+            return {"start_token": start, "end_token": end, "generation_id": f"g{version}", "policy_version": version,
+                    "lora_slot": "0", "update_seq": version}
+
+        cut = completion_tokens // 2 if answered != arrived and completion_tokens > 1 else completion_tokens
+        completion = [span(0, cut, arrived)] + ([span(cut, completion_tokens, answered)] if cut < completion_tokens else [])
+        return {"prompt_policy_token_spans": [span(1, prompt_tokens, arrived)] if prompt_tokens > 1 else [],
+                "policy_token_spans": completion}
 
     def complete(self, body: dict) -> dict:
         """/v1/completions with token-id prompts, as vLLM answers it (return_token_ids, logprobs).
@@ -163,6 +184,39 @@ class FakeChatServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+#: Updates of a test run: 1 warmup + 2 measured, the contract's shape at test size.
+N = 3
+
+
+def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_updates: int = N + 4):
+    """A RunContext for the comparison suite at test scale (N updates), with a tokenizer-only snapshot.
+
+    The plan offers `plan_updates` updates' worth of groups (a trainer may take more than one per step).
+    """
+    import copy
+
+    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.evidence import EvidenceWriter
+    from rl_pipeline_bench.runner import RunContext
+    from rl_pipeline_bench.spec import build_spec, check_spec
+    from rl_pipeline_bench.workloads import load_workload, offered_plan
+
+    config = copy.deepcopy(load_config())
+    config["suites"]["comparison"].update(scale=0.01, skyrl_batch_size=1,
+                                          contract={"warmup_updates": 1, "measured_updates": 2, "headline_updates": 1})
+    run_spec = check_spec(build_spec(config, "comparison"))
+    spec = load_workload(config, "multi_turn", run_spec.settings["workload_scale"]["multi_turn"])
+    snapshot = tmp_path / "snapshot"
+    if not snapshot.exists():
+        wordlevel_tokenizer().save_pretrained(snapshot)
+        (snapshot / "config.json").write_text("{}")
+    contract = dict(run_spec.settings["contract"])
+    writer = EvidenceWriter(tmp_path / "evidence", run_id, {"backend": backend, "contract": contract})
+    model = {"snapshot_path": str(snapshot), "revision": run_spec.model["revision"]}
+    return RunContext(run_spec, backend, "multi_turn", spec, 1, offered_plan(spec, config["seed"], plan_updates),
+                      model, writer, contract)
 
 
 def overlay_env(name: str) -> dict:

@@ -12,7 +12,6 @@ metrics URLs Ray's agents would give pointed at the loopback vLLM.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import signal
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_fixtures import FakeChatServer, require, wordlevel_tokenizer
+from bench_fixtures import N, FakeChatServer, require, small_context, wordlevel_tokenizer
 
 require("skyrl")
 
@@ -37,32 +36,9 @@ from skyrl.train.utils import vllm_metrics_scraper  # noqa: E402
 from skyrl_doubles import LoopbackInference, RecordingWorkerDispatch  # noqa: E402
 
 from rl_pipeline_bench.backends import get  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence  # noqa: E402
-from rl_pipeline_bench.runner import RunContext  # noqa: E402
-from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
-from rl_pipeline_bench.workloads import load_workload, offered_plan  # noqa: E402
+from rl_pipeline_bench.evidence import read_evidence  # noqa: E402
 
 MEGATRON_WORKER = "skyrl.backends.skyrl_train.workers.megatron.megatron_worker"
-N = 3  # 1 warmup + 2 measured updates: the contract's shape at test size
-
-
-def small_context(tmp_path: Path, backend: str, run_id: str = "run-1") -> RunContext:
-    """A RunContext for the comparison suite at test scale, with a tokenizer-only snapshot."""
-    config = copy.deepcopy(load_config())
-    config["suites"]["comparison"].update(scale=0.01, skyrl_batch_size=1,
-                                          contract={"warmup_updates": 1, "measured_updates": 2, "headline_updates": 1})
-    run_spec = check_spec(build_spec(config, "comparison"))
-    spec = load_workload(config, "multi_turn", run_spec.settings["workload_scale"]["multi_turn"])
-    snapshot = tmp_path / "snapshot"
-    if not snapshot.exists():
-        wordlevel_tokenizer().save_pretrained(snapshot)
-        (snapshot / "config.json").write_text("{}")
-    contract = dict(run_spec.settings["contract"])
-    writer = EvidenceWriter(tmp_path / "evidence", run_id, {"backend": backend, "contract": contract})
-    model = {"snapshot_path": str(snapshot), "revision": run_spec.model["revision"]}
-    return RunContext(run_spec, backend, "multi_turn", spec, 1, offered_plan(spec, config["seed"], N + 4),
-                      model, writer, contract)
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ a step. A rollout sends the plan's calls through the model's own OpenAI client
 options). Evidence comes from ART's train log (history.jsonl), followed while the
 run goes, plus the backend train call and publication timed around ART's own
 MegatronBackend.train and its service's wait_for_serving. The backend is an async context manager, so ART's vLLM
-and Megatron processes end with the run. Not executed end to end by this project.
+and Megatron processes end with the run. Executed end to end here only with the
+MegatronBackend and vLLM doubled (tests/frameworks/test_real_art_run.py); never on GPUs.
 """
 
 from __future__ import annotations

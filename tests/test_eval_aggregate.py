@@ -3,6 +3,7 @@ groups, crashed and missing episodes, and the paper comparison."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -112,6 +113,23 @@ def test_paper_comparison_keeps_reference_rows_and_differences(config):
     assert diff.loc["Spatial", "success_pct"] == pytest.approx(50.0 - 91.6)
     wide = tables.paper_wide(df, "robotwin")
     assert [r["kind"] for r in wide["rows"]] == ["paper", "paper"]  # nothing measured: reference rows only
+
+
+def test_report_shows_the_paper_rows_beside_a_libero_evaluation(config, tmp_path):
+    from rl_pipeline_bench.jobs import render_report
+
+    spec = _spec(config, tasks=("libero_spatial", "libero_object", "libero_goal", "libero_10"), n=2, runs=1)
+    labels = {"libero_spatial": "Spatial", "libero_object": "Object", "libero_goal": "Goal", "libero_10": "Long"}
+    summary = aggregate.summarize(_episodes(spec, lambda st, ti, sc, r: sc == 0, group_of=labels.get), spec, "ckpt")
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    render_report([], [], tmp_path / "evidence", tmp_path / "r.html", tmp_path / "tables", tmp_path / "fig", "t",
+                  eval_summaries=[path])
+    html = (tmp_path / "r.html").read_text()
+    section = html[html.index('<section id="eval">'):]
+    assert "this report has none" not in section
+    assert "paper: OpenVLA-OFT (SFT)" in section and "− OpenVLA-OFT (SFT)" in section  # reference and difference
+    assert str(paper_reference()["libero"]["rows"]["+ RLinf"]["Long"]) in section
 
 
 def test_seeds_are_pure_and_scenarios_shared_between_runs(config):

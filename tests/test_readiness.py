@@ -6,6 +6,7 @@ not exist and the Hub at a closed local port, so the answers do not depend on wh
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,40 @@ def test_gpus_are_counted_and_the_gpu_set_found_through_the_inventory(tmp_path, 
     (problem,) = readiness.gpu_problems(dict(COMPARISON, gpu_sets=["4,5,6,7"]), "local")
     assert problem.startswith("GPU(s) 4, 5, 6, 7 of the suite's gpu_sets are not on this machine")
     assert readiness.gpu_problems(dict(COMPARISON, gpus=0), "local") == []
+
+
+def test_the_gpu_kind_is_each_leased_gpus_nvml_name(tmp_path, monkeypatch):
+    """The comparison suite's figures are for H200s: four A100s are the wrong machine, named."""
+    from rl_pipeline_bench.config import load_config
+
+    comparison = load_config()["suites"]["comparison"]
+    assert comparison["gpu_kind"] == "H200"  # the suite the contract is for declares it
+    mixed = [dict(gpu(i), name="NVIDIA A100-SXM4-80GB") if i in (2, 3) else gpu(i) for i in range(8)]
+    monkeypatch.setenv("RL_BENCH_GPU_INVENTORY", str(write_inventory(tmp_path / "mixed.json", mixed)))
+    (problem,) = readiness.gpu_problems(comparison, "local")
+    assert problem == ("wrong GPU kind: the suite's throughput contract is for H200 GPUs; 2 of the 4 it would use "
+                       "are not (2 NVIDIA A100-SXM4-80GB, 3 NVIDIA A100-SXM4-80GB)")
+    assert readiness.gpu_problems(dict(comparison, gpu_sets=["4,5,6,7"]), "local") == []  # four H200s
+    no_sets = {k: v for k, v in comparison.items() if k != "gpu_sets"}
+    assert "2 NVIDIA A100" in readiness.gpu_problems(no_sets, "local")[0]  # the first four GPUs, as leased
+    assert readiness.gpu_problems(dict(comparison, gpu_sets=["7,6,5,4"], gpu_kind="fixture h200"),
+                                  "local") == []  # matched within the name, ignoring case
+
+
+@pytest.mark.parametrize("gres, problem", [
+    ("gpu:a100:8", "no SLURM node with 4 H200 GPUs: the typed GPU gres (sinfo) are gpu:a100:8"),
+    ("gpu:h200:2\ngpu:a100:8", "no SLURM node with 4 H200 GPUs: the typed GPU gres (sinfo) are gpu:a100:8, gpu:h200:2"),
+    ("gpu:nvidia_h200:4(S:0-1)", None),
+    ("gpu:8", None),  # an untyped gres says nothing of the kind
+])
+def test_the_gpu_kind_under_slurm_is_a_typed_gres(tmp_path, monkeypatch, gres, problem):
+    """sinfo is a small script printing a given gres here (this machine's test cluster has untyped gres)."""
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text(f"#!/bin/sh\nprintf '{gres}\\n'\n")
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    problems = readiness.gpu_problems({"gpus": 4, "gpu_kind": "H200"}, "slurm")
+    assert problems == ([problem] if problem else [])
 
 
 def test_offline_without_the_snapshot_says_so(tmp_path, monkeypatch):

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import subprocess
 import sys
 from importlib import metadata
-from typing import Sequence
+from typing import Mapping, Sequence
 
 #: Recorded for every run; a backend adds its own (its descriptor's `packages`).
 COMMON_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "numpy", "nvidia-ml-py",
@@ -24,6 +25,37 @@ def package_versions(names: Sequence[str] = COMMON_PACKAGES) -> dict[str, str | 
             out[n] = metadata.version(n)
         except metadata.PackageNotFoundError:
             out[n] = None
+    return out
+
+
+#: Seconds one other environment's interpreter may take to name a version.
+HOME_TIMEOUT_S = 60
+
+
+def home_versions(homes: Mapping[str, str | None]) -> dict[str, dict[str, str | None]]:
+    """{distribution: {python, version, error}} read by each one's own interpreter.
+
+    For distributions that live in another environment than the run's (ART runs vLLM and
+    Megatron-Core from venvs of their own): their version there, not whatever copy (if
+    any) the run's own environment holds.
+    """
+    out: dict[str, dict[str, str | None]] = {}
+    for name, python in homes.items():
+        entry: dict[str, str | None] = {"python": python, "version": None, "error": None}
+        if not python or not os.access(python, os.X_OK):
+            entry["error"] = f"no interpreter at {python}" if python else "its environment was not found"
+        else:
+            try:
+                proc = subprocess.run([python, "-c", "import sys; from importlib.metadata import version; "
+                                       "print(version(sys.argv[1]))", name],
+                                      capture_output=True, text=True, timeout=HOME_TIMEOUT_S)
+                if proc.returncode == 0:
+                    entry["version"] = proc.stdout.strip()
+                else:
+                    entry["error"] = ((proc.stderr or proc.stdout).strip().splitlines() or ["failed"])[-1]
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+        out[name] = entry
     return out
 
 
@@ -68,10 +100,12 @@ def cuda_toolkit() -> dict[str, str | None]:
     return {"cuda_home": home, "toolkit_version": version}
 
 
-def host_info(packages: Sequence[str] = ()) -> dict:
+def host_info(packages: Sequence[str] = (), homes: Mapping[str, str | None] | None = None) -> dict:
     """What machine and software a run executed on: OS, kernel, driver, CUDA, Python, packages.
 
     packages: the run's backend's own distributions, recorded beside COMMON_PACKAGES.
+    homes: {distribution: interpreter} for those of them that live in another environment;
+    `packages` then holds the version found there, and `package_homes` where and how.
     GPUs themselves are recorded by the lease (index, UUID, name); this is the host.
     """
     info = {
@@ -87,6 +121,9 @@ def host_info(packages: Sequence[str] = ()) -> dict:
         "nvidia": nvidia_driver(),
         "cuda_toolkit": cuda_toolkit(),
     }
+    if homes:
+        info["package_homes"] = home_versions(homes)
+        info["packages"].update({name: e["version"] for name, e in info["package_homes"].items()})
     try:
         import torch
 

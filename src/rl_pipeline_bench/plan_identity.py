@@ -16,8 +16,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from .call_identity import CALL_KEYS, row_label
+
 CODE = "plan_mismatch"  # described in contract/reasons.py with every other code
-_KEYS = ["update", "group", "trajectory", "call"]
+_KEYS = list(CALL_KEYS)
 
 
 def _named_spec(manifest: Mapping[str, Any], evidence_dir: Path):
@@ -74,8 +76,7 @@ def check_plan_identity(manifest: Mapping[str, Any] | None, calls: pd.DataFrame,
             first = differ.iloc[0]
             problems.append(
                 f"{len(differ)} of {len(joined)} call(s) have forced lengths other than workload "
-                f"{manifest['workload']!r}'s plan (first: update {int(first['update'])}, group {int(first['group'])}, "
-                f"trajectory {int(first['trajectory'])}, call {int(first['call'])}: {int(first['forced_completion_tokens'])} "
+                f"{manifest['workload']!r}'s plan (first: {row_label(first)}: {int(first['forced_completion_tokens'])} "
                 f"tokens, the plan offers {int(first['forced_completion_tokens_plan'])})")
     if problems:
         reasons.append(f"{CODE}: " + "; ".join(problems))

@@ -7,7 +7,9 @@ all of them, and their findings become one error listing everything that is miss
 (one line each):
 
 - GPUs: the suite's `gpus` NVIDIA devices through NVML (or, under the SLURM executor,
-  a node whose GPU gres has that many, through `sinfo`), and every GPU of its `gpu_sets`;
+  a node whose GPU gres has that many, through `sinfo`), every GPU of its `gpu_sets`, and,
+  when the suite names a `gpu_kind` (the comparison suite: H200), that kind for each of
+  them (NVML's device name; SLURM's gres type where the cluster gives one);
 - a Docker-API container engine at DOCKER_HOST, for `runtime: container` suites;
 - the Hugging Face Hub reachable (the pinned revision's file list, with sizes);
 - free disk under the HF_HOME for those files.
@@ -25,7 +27,7 @@ from typing import Any, Mapping
 #: Seconds any one network check may take (the Hub, the container engine).
 NETWORK_TIMEOUT_S = 10
 
-_GRES_GPUS = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
+_GRES_GPUS = re.compile(r"(?:^|,)gpu(?::(?P<kind>[^:,()]+))?:(?P<count>\d+)")
 
 
 class NotReady(RuntimeError):
@@ -37,8 +39,9 @@ def gpu_problems(suite: Mapping[str, Any], executor: str) -> list[str]:
     needed = int(suite.get("gpus") or 0)
     if needed == 0:
         return []
+    kind = str(suite.get("gpu_kind") or "")
     if executor == "slurm":
-        return _slurm_gpu_problems(needed)
+        return _slurm_gpu_problems(needed, kind)
     if executor not in ("local", "dryrun"):
         return []  # e.g. Kubernetes: the cluster, not this machine, has the GPUs; it is asked at submission
     from .gpus import InventoryError, query_inventory
@@ -51,15 +54,26 @@ def gpu_problems(suite: Mapping[str, Any], executor: str) -> list[str]:
     if len(found) < needed:
         names = ", ".join(sorted({g.name for g in found})) or "none"
         return [f"too few GPUs: the suite needs {needed}, NVML lists {len(found)} ({names})"]
-    known = {str(g.index) for g in found} | {g.uuid for g in found}
-    absent = sorted({d.strip() for s in suite.get("gpu_sets") or [] for d in str(s).split(",")} - known)
+    listed = ", ".join(f"{g.index} {g.name}" for g in found)
+    by_id = {str(g.index): g for g in found} | {g.uuid: g for g in found}
+    wanted = [d.strip() for s in suite.get("gpu_sets") or [] for d in str(s).split(",")] \
+        or [str(g.index) for g in found[:needed]]
+    absent = sorted(set(wanted) - set(by_id))
     if absent:
-        return [f"GPU(s) {', '.join(absent)} of the suite's gpu_sets are not on this machine "
-                f"(NVML lists {', '.join(f'{g.index} {g.name}' for g in found)})"]
+        return [f"GPU(s) {', '.join(absent)} of the suite's gpu_sets are not on this machine (NVML lists {listed})"]
+    other = sorted({f"{by_id[d].index} {by_id[d].name}" for d in wanted if not _is_kind(by_id[d].name, kind)})
+    if other:
+        return [f"wrong GPU kind: the suite's throughput contract is for {kind} GPUs; "
+                f"{len(other)} of the {len(set(wanted))} it would use are not ({', '.join(other)})"]
     return []
 
 
-def _slurm_gpu_problems(needed: int) -> list[str]:
+def _is_kind(name: str, kind: str) -> bool:
+    """Whether a device or gres name is of a kind ("H200" in "NVIDIA H200"; any name when none is asked)."""
+    return kind.lower() in name.lower()
+
+
+def _slurm_gpu_problems(needed: int, kind: str) -> list[str]:
     try:
         proc = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True,
                               timeout=NETWORK_TIMEOUT_S)
@@ -67,9 +81,15 @@ def _slurm_gpu_problems(needed: int) -> list[str]:
         return [f"no SLURM: `sinfo` cannot be run ({exc})"]
     if proc.returncode != 0:
         return [f"no SLURM: `sinfo` failed ({(proc.stderr or proc.stdout).strip()})"]
-    per_node = [int(n) for line in proc.stdout.split() for n in _GRES_GPUS.findall(line)]
-    if max(per_node, default=0) < needed:
-        return [f"no SLURM node with {needed} GPUs: the most GPU gres a node has (sinfo) is {max(per_node, default=0)}"]
+    gres = [(m["kind"], int(m["count"])) for line in proc.stdout.split() for m in _GRES_GPUS.finditer(line)]
+    most = max((n for _, n in gres), default=0)
+    if most < needed:
+        return [f"no SLURM node with {needed} GPUs: the most GPU gres a node has (sinfo) is {most}"]
+    # A gres without a type says nothing of the kind; the run's own NVML inventory records it.
+    typed = [(k, n) for k, n in gres if k]
+    if kind and typed and not any(n >= needed and _is_kind(k, kind) for k, n in typed):
+        return [f"no SLURM node with {needed} {kind} GPUs: the typed GPU gres (sinfo) are "
+                f"{', '.join(sorted({f'gpu:{k}:{n}' for k, n in typed}))}"]
     return []
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from .render import render_messages
+from .call_identity import call_label
 
 #: Chat-template options the measurement contract asks both backends to send.
 CHAT_TEMPLATE_KWARGS: dict[str, bool] = {"enable_thinking": False, "preserve_thinking": True}
@@ -213,7 +214,7 @@ async def run_trajectory(
         started = clock()
         response = await create(**request)
         finished = clock()
-        n = check_completion(response, forced, where=f"update {key[0]} group {key[1]} trajectory {key[2]} call {call}")
+        n = check_completion(response, forced, where=call_label(*key[:3], call))
         choice = _get(response, "choices")[0]
         # The new tail of this prompt (after the previous prompt and its completion)
         # is the tool observation; the completion itself is the response choice.

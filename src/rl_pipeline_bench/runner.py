@@ -223,7 +223,7 @@ def execute_run(
         "seed": run_spec.seed,
         **_lease_fields(),
         **_slurm_fields(),
-        "host": host_info(descriptor.packages),
+        "host": host_info(descriptor.packages, descriptor.package_homes() if descriptor.package_homes else None),
         "command": shlex.join(command or sys.argv),
         "env": dict(os.environ),
     }

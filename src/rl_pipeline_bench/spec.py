@@ -31,7 +31,7 @@ SPEC_ID_PATTERN = rf"[^/]+-[0-9a-f]{{{HASH_LENGTH}}}"
 #: changing any run's work: recorded under `about`, not hashed. `trials` is among them so
 #: that asking for more trials adds runs beside the finished ones (trial n of a spec is
 #: the same work whatever the trial count).
-_UNHASHED_SUITE_KEYS = ("description", "gpu_sets", "trials")
+_UNHASHED_SUITE_KEYS = ("description", "gpu_sets", "gpu_kind", "trials")
 
 
 class SpecError(ConfigError):
@@ -100,6 +100,7 @@ def _about(config: dict[str, Any], suite, probe_placement: dict[str, Any]) -> di
         "description": suite.get("description"),
         "workload_descriptions": {w: config["workloads"][w].get("description") for w in suite["workloads"]},
         "gpu_sets": list(suite.get("gpu_sets") or []),
+        "gpu_kind": suite.get("gpu_kind"),
         "probes": probe_placement,  # probe directories and time limits
     }
 

@@ -28,7 +28,7 @@ def spec_settings_schema() -> dict[str, Any]:
     cs = config_schema()
     suite = copy.deepcopy(cs["properties"]["suites"]["additionalProperties"])
     props = suite["properties"]
-    for unhashed in ("description", "gpu_sets", "probes"):  # not in settings, or resolved below
+    for unhashed in ("description", "gpu_sets", "gpu_kind", "probes"):  # not in settings, or resolved below
         props.pop(unhashed, None)
     # trials are not hashed (about.trials); a spec written before that change keeps them in settings
     suite["required"] = [k for k in suite["required"] if k != "trials"]

@@ -5,7 +5,8 @@
 - `FakeChatServer`: a loopback HTTP server speaking the slice of vLLM's
   OpenAI-compatible chat and completions API the drivers use. It honours `max_tokens` (or
   returns `short_by` fewer tokens, to exercise the length check), records every
-  request body, and returns vLLM's `prompt_token_ids` / choice `token_ids` and
+  request body, holds each decode briefly (and, when asked, the first one until the
+  next weight publication), and returns vLLM's `prompt_token_ids` / choice `token_ids` and
   logprobs when asked. It stands in for vLLM, which cannot run here.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,8 +69,16 @@ def small_plan_rows(new_calls: int = 3, forced=(3, 5, 2), group_size: int = 2):
 class FakeChatServer:
     """Loopback stand-in for vLLM's /v1/chat/completions (see the module docstring)."""
 
-    def __init__(self, tokenizer, short_by: int = 0, delay_s: float = 0.0, policy_spans: bool = False):
+    def __init__(self, tokenizer, short_by: int = 0, delay_s: float = 0.0, policy_spans: bool = False,
+                 hold_first_decode_s: float = 0.0):
         self.tokenizer = tokenizer
+        #: hold the first decode until the served policy moves on (at most this long), so that a
+        #: run whose trainer publishes after its first step has a decode in flight across it
+        #: whatever the machine's speed (a trainer whose next generation waits on the publication
+        #: would otherwise have none in flight when generation finishes first)
+        self.hold_first_decode_s = hold_first_decode_s
+        self._held = False
+        self._lock = threading.Lock()
         #: answer chat requests as ART's vLLM runtime does under in-flight LoRA: each choice's
         #: prompt and completion tokens partitioned by the policy version that scored them
         self.policy_spans = policy_spans
@@ -101,7 +111,15 @@ class FakeChatServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class QuietServer(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                # A client that cancels its request at the run's end closes the socket first.
+                if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                    super().handle_error(request, client_address)
+
+        self.httpd = QuietServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
@@ -111,9 +129,7 @@ class FakeChatServer:
     def respond(self, body: dict) -> dict:
         if "prompt" in body:
             return self.complete(body)
-        arrived = self.policy
-        time.sleep(self.delay_s)  # a decode in flight while the trainer may publish
-        self.served.append((arrived, self.policy))
+        arrived, answered = self.decode()
         n = max(0, int(body["max_tokens"]) - self.short_by)
         words = [WORDS[(len(self.requests) * 7 + i) % len(WORDS)] for i in range(n)]
         text = " ".join(words)
@@ -129,11 +145,26 @@ class FakeChatServer:
             out["prompt_token_ids"] = list(prompt)
             choice["token_ids"] = self.tokenizer.convert_tokens_to_ids(words)
             if self.policy_spans:
-                choice.update(self.spans(len(prompt), n, arrived, self.served[-1][1]))
+                choice.update(self.spans(len(prompt), n, arrived, answered))
         if body.get("logprobs"):
             choice["logprobs"] = {"content": [{"token": w, "logprob": -0.5, "bytes": None, "top_logprobs": []}
                                               for w in words]}
         return out
+
+    def decode(self) -> tuple[int, int]:
+        """A decode in flight while the trainer may publish: the policy versions served when it
+        arrived and when it is answered (recorded in `served`)."""
+        arrived = self.policy
+        time.sleep(self.delay_s)
+        with self._lock:
+            hold = self.hold_first_decode_s > 0 and not self._held
+            self._held = self._held or hold
+        deadline = time.monotonic() + self.hold_first_decode_s
+        while hold and self.policy == arrived and time.monotonic() < deadline:
+            time.sleep(0.01)
+        answered = self.policy
+        self.served.append((arrived, answered))
+        return arrived, answered
 
     @staticmethod
     def spans(prompt_tokens: int, completion_tokens: int, arrived: int, answered: int) -> dict:
@@ -155,9 +186,7 @@ class FakeChatServer:
         skip_special_tokens, omits it (so text cannot rebuild the tokens).
         """
         prompt = [int(t) for t in body["prompt"]]
-        arrived = self.policy
-        time.sleep(self.delay_s)  # a decode in flight while the trainer may publish
-        self.served.append((arrived, self.policy))
+        arrived, answered = self.decode()
         n = max(0, int(body["max_tokens"]) - self.short_by)
         if not (body.get("min_tokens") == body["max_tokens"] and body.get("ignore_eos")):
             n = min(n, 1)  # a real model stops early unless forced
@@ -217,6 +246,21 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
     model = {"snapshot_path": str(snapshot), "revision": run_spec.model["revision"]}
     return RunContext(run_spec, backend, "multi_turn", spec, 1, offered_plan(spec, config["seed"], plan_updates),
                       model, writer, contract)
+
+
+def run_as_bench_run(ctx) -> None:
+    """Run a context's backend as `bench run` does in the image: its SIGTERM handler installed,
+    any failure recorded in the manifest (as runner.run_benchmark does), exit status 1."""
+    from rl_pipeline_bench import image_runs
+    from rl_pipeline_bench.backends import get
+
+    image_runs.stop_on_sigterm()
+    try:
+        get(ctx.backend).run(ctx)
+    except BaseException as exc:
+        ctx.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
+        raise SystemExit(1)
+    ctx.writer.finish("completed")
 
 
 def overlay_env(name: str) -> dict:

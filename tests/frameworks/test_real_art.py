@@ -469,3 +469,24 @@ def test_art_recipe_installs_art_the_way_its_own_megatron_setup_does():
     pins = (Path(__file__).resolve().parents[2] / "containers" / "art" / "pins.env").read_text()
     assert "ART_MEGATRON_ROOT_EXTRA=megatron\n" in pins and "ART_MEGATRON_RUNTIME_EXTRA=cuda12\n" in pins
     assert "--extra backend" not in ours
+
+
+def test_runtime_interpreters_are_the_ones_art_itself_resolves(tmp_path, monkeypatch):
+    """The manifest's vLLM and Megatron-Core versions are read where ART 0.5.23 runs them from."""
+    from art import vllm_runtime
+    from art.megatron.runtime import managed
+
+    from rl_pipeline_bench.backends.art import runtimes
+
+    # Unset: the Megatron trainer's source-checkout runtime, the vLLM runtime project's venv.
+    monkeypatch.delenv("ART_MEGATRON_RUNTIME_PYTHON", raising=False)
+    monkeypatch.delenv("ART_VLLM_RUNTIME_BIN", raising=False)
+    assert runtimes.megatron_python() == str(managed._source_runtime_python())
+    assert runtimes.vllm_python() == str(vllm_runtime._runtime_python(vllm_runtime.get_vllm_runtime_project_root()))
+    # Set: the interpreter beside the runtime server ART is told to start.
+    server = tmp_path / "rt" / ".venv" / "bin" / vllm_runtime.RUNTIME_SERVER
+    server.parent.mkdir(parents=True)
+    server.write_text("#!/bin/sh\n")
+    server.chmod(0o755)
+    monkeypatch.setenv("ART_VLLM_RUNTIME_BIN", str(server))
+    assert runtimes.vllm_python() == str(vllm_runtime._resolve_vllm_runtime_python())

@@ -16,9 +16,10 @@ because they need GPUs:
   wait_for_serving returns once the loopback vLLM serves that step. ART's own
   MegatronBackend._get_service is run in test_real_art.py.
 
-No SIGTERM test here: with `bench run`'s handler, a SIGTERM mid-run failed the run in
-some tries and was absorbed in others (the run then completed), depending on where the
-signal's exception is raised inside ART's event loop; see docs/backends.md.
+SIGTERM mid-run: `bench run`'s handler raises where the signal lands; on ART's event loop
+that was often inside a rollout task, whose gather(return_exceptions=True) absorbed it
+(the run then completed). The driver runs ART's loop through async_signals, and the test
+below signals while rollouts are in flight.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ import contextlib
 import json
 import os
 import subprocess
+import signal
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from openai.types.chat.chat_completion import Choice
 
-from bench_fixtures import N, FakeChatServer, require, small_context, wordlevel_tokenizer
+from bench_fixtures import N, FakeChatServer, require, run_as_bench_run, small_context, wordlevel_tokenizer
 
 art = require("art")
 
@@ -217,3 +220,45 @@ def test_a_publication_that_never_comes_fails_the_run_by_name(tmp_path, gpu_edge
     ctx = small_context(tmp_path, "art", plan_updates=PLAN)
     with pytest.raises(RuntimeError, match=r"^publication_failed: step 1: TimeoutError: vLLM did not serve step 1;"):
         get("art").run(ctx)
+
+
+MID_RUN = "mid-run"  # the marker file sigterm_run writes when it signals
+
+
+def sigterm_run(evidence_root: str) -> None:
+    """Subprocess entry: an ART run as `bench run` makes it in the image (SIGTERM handler, evidence kept).
+
+    The engine's SIGTERM is sent from inside a rollout task once two trajectories are done,
+    so the handler's exception is raised inside that task's step: the case that
+    gather(return_exceptions=True) absorbed (a signal that lands while the loop waits in
+    select escapes on any loop).
+    """
+    tmp = Path(evidence_root)
+    with pytest.MonkeyPatch.context() as mp, installed_gpu_edges(mp):
+        rollout_call = driver.run_trajectory
+        done: list[int] = []
+
+        async def signalled_mid_rollout(*args, **kwargs):
+            if len(done) >= 2 and not (tmp / MID_RUN).exists():
+                (tmp / MID_RUN).touch()
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside this task
+            result = await rollout_call(*args, **kwargs)
+            done.append(1)
+            return result
+
+        mp.setattr(driver, "run_trajectory", signalled_mid_rollout)
+        run_as_bench_run(small_context(tmp, "art", plan_updates=PLAN))
+
+
+def test_sigterm_mid_rollout_fails_the_run_with_its_evidence(tmp_path):
+    here = Path(__file__).parent
+    code = f"import sys; sys.path.insert(0, {str(here)!r}); import test_real_art_run as t; t.sigterm_run({str(tmp_path)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=here.parents[1], capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert (tmp_path / MID_RUN).exists(), out[-3000:]  # the signal was sent mid-run
+    assert proc.returncode == 1, out[-3000:]
+    ev = read_evidence(tmp_path / "evidence" / "run-1")
+    assert ev.manifest["status"] == "failed"
+    assert ev.manifest["error"] == "ContainerInterrupted: interrupted by SIGTERM; container stopped", out[-3000:]
+    assert len(ev.calls) > 0  # what ran before the signal is kept (two trajectories' calls at least)

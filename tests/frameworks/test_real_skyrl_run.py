@@ -11,6 +11,7 @@ metrics URLs Ray's agents would give pointed at the loopback vLLM.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_fixtures import N, FakeChatServer, require, small_context, wordlevel_tokenizer
+from bench_fixtures import N, FakeChatServer, require, run_as_bench_run, small_context, wordlevel_tokenizer
 
 require("skyrl")
 
@@ -49,9 +50,9 @@ def gpu_edges(monkeypatch):
 
 
 @contextlib.contextmanager
-def installed_gpu_edges(monkeypatch, delay_s: float = 0.05):
+def installed_gpu_edges(monkeypatch, delay_s: float = 0.05, hold_first_decode_s: float = 0.0):
     tok = wordlevel_tokenizer()
-    with FakeChatServer(tok, delay_s=delay_s) as server:
+    with FakeChatServer(tok, delay_s=delay_s, hold_first_decode_s=hold_first_decode_s) as server:
         dispatch = RecordingWorkerDispatch(server, sync_delay_s=0.1)
         root = server.base_url.removesuffix("/v1")
         monkeypatch.setattr(BasePPOExp, "get_inference_client", lambda self: LoopbackInference(proxy_url=root))
@@ -72,10 +73,13 @@ def installed_gpu_edges(monkeypatch, delay_s: float = 0.05):
                 ray.shutdown()
 
 
-def test_skyrl_run_end_to_end(tmp_path, gpu_edges):
-    server, dispatch = gpu_edges
-    ctx = small_context(tmp_path, "skyrl")
-    get("skyrl").run(ctx)
+def test_skyrl_run_end_to_end(tmp_path, monkeypatch):
+    # The first decode is held until step 1's weights are published: generation may otherwise
+    # finish every group it may start (the staleness budget) before the trainer's first sync,
+    # and then nothing is in flight across a publication (seen on a loaded 2-core CI machine).
+    with installed_gpu_edges(monkeypatch, hold_first_decode_s=60) as (server, dispatch):
+        ctx = small_context(tmp_path, "skyrl")
+        get("skyrl").run(ctx)
     ctx.writer.finish("completed")
     ev = read_evidence(ctx.writer.path)
     manifest = ev.manifest
@@ -135,20 +139,24 @@ def test_skyrl_generator_failure_leaves_evidence_before_the_process_exits(tmp_pa
     assert os.path.exists(ctx.writer.path / "run.log")
 
 
+MID_RUN = "mid-run"  # the marker file sigterm_run writes once step 1 is trained and published
+
+
 def sigterm_run(evidence_root: str) -> None:
     """Subprocess entry: a SkyRL run as `bench run` makes it in the image (SIGTERM handler, evidence kept)."""
-    from rl_pipeline_bench import image_runs
-
     tmp = Path(evidence_root)
-    with pytest.MonkeyPatch.context() as mp, installed_gpu_edges(mp, delay_s=0.5):
-        ctx = small_context(tmp, "skyrl")
-        image_runs.stop_on_sigterm()
-        try:
-            get("skyrl").run(ctx)
-        except BaseException as exc:  # as runner.run_benchmark records every failure
-            ctx.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
-            raise SystemExit(1)
-        ctx.writer.finish("completed")
+    with pytest.MonkeyPatch.context() as mp, installed_gpu_edges(mp) as (_server, dispatch):
+        publish = dispatch.save_weights_for_sampler
+
+        async def publish_then_stall(model_id=None):
+            """After step 1's weights are out the run is mid-way: say so, and stay there."""
+            await publish(model_id)
+            if dispatch.trained:
+                (tmp / MID_RUN).touch()
+                await asyncio.sleep(600)
+
+        dispatch.save_weights_for_sampler = publish_then_stall
+        run_as_bench_run(small_context(tmp, "skyrl"))
 
 
 def test_sigterm_mid_run_fails_the_run_with_its_evidence(tmp_path):
@@ -158,14 +166,12 @@ def test_sigterm_mid_run_fails_the_run_with_its_evidence(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     calls_dir = tmp_path / "evidence" / "run-1"
     try:
+        # Not a fixed sleep: on a fast machine the whole run ended within it, on a slow one
+        # it had not started training. The run says when step 1 is trained and published.
         deadline = time.monotonic() + 400
-        while time.monotonic() < deadline and proc.poll() is None:
-            log = calls_dir / "run.log"
-            if log.exists() and "fully async trainer" in log.read_text():
-                time.sleep(20)  # into generation and training
-                break
-            time.sleep(1)
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        while time.monotonic() < deadline and proc.poll() is None and not (tmp_path / MID_RUN).exists():
+            time.sleep(0.5)
+        assert (tmp_path / MID_RUN).exists() and proc.poll() is None, proc.communicate()[0][-3000:]
         os.kill(proc.pid, signal.SIGTERM)
         out = proc.communicate(timeout=300)[0]
     finally:

@@ -61,6 +61,9 @@ class Backend:
         (the contract then reconciles calls with updates per update; otherwise over the run).
     reason_codes: {code: meaning} of the reasons its evidence checks produce.
     packages: distributions whose versions its run manifests record (beside the common ones).
+    package_homes: () -> {distribution: Python interpreter of the environment it lives in}
+        for those of its `packages` that do not live in the run's own environment (ART's vLLM
+        and Megatron-Core runtimes); called in the run's process, None where not found.
     env_prefixes: prefixes of the environment variables that shape its runs (its framework's own
         knobs); manifests record them beside the common ones (rl_pipeline_bench.redaction).
     run_variables: {name: why} variables under its prefixes whose VALUES its manifests record
@@ -93,6 +96,7 @@ class Backend:
     trains_plan_updates: bool = True
     reason_codes: Mapping[str, str] = field(default_factory=dict)
     packages: tuple[str, ...] = ()
+    package_homes: Callable[[], Mapping[str, str | None]] | None = None
     env_prefixes: tuple[str, ...] = ()
     run_variables: Mapping[str, str] = field(default_factory=dict)
     host_hooks: Mapping[str, HostHook] = field(default_factory=dict)

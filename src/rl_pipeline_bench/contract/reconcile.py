@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .intervals import interval_union_length
+from ..call_identity import row_label
 from .reasons import TRAINER_SHARE_FLOOR
 
 #: Tokens a framework may count per call beside the completion (an end-of-turn token).
@@ -80,8 +81,7 @@ def _check_identities(calls: pd.DataFrame, shape: tuple[int, int, int] | None, r
     dup = calls[calls.duplicated(_CALL, keep="first")]
     if len(dup):
         r = dup.iloc[0]
-        reasons.append(f"calls_not_in_plan: {len(dup)} call(s) recorded more than once; first: update {int(r['update'])} "
-                       f"group {int(r['group'])} trajectory {int(r['trajectory'])} call {int(r['call'])}")
+        reasons.append(f"calls_not_in_plan: {len(dup)} call(s) recorded more than once; first: {row_label(r)}")
     if shape is None:
         return
     groups, size, per = shape
@@ -90,8 +90,7 @@ def _check_identities(calls: pd.DataFrame, shape: tuple[int, int, int] | None, r
     if len(outside):
         r = outside.iloc[0]
         reasons.append(f"calls_not_in_plan: {len(outside)} call(s) outside the offered plan ({groups} group(s) of "
-                       f"{size} trajectories, {per} call(s) each per update); first: update {int(r['update'])} "
-                       f"group {int(r['group'])} trajectory {int(r['trajectory'])} call {int(r['call'])}")
+                       f"{size} trajectories, {per} call(s) each per update); first: {row_label(r)}")
 
 
 def _check_offered_present(calls: pd.DataFrame, recorded: list[int], shape: tuple[int, int, int] | None,
@@ -173,10 +172,8 @@ def _check_call_times(calls: pd.DataFrame, reasons: list[str]) -> None:
         bad = calls[~(np.isfinite(start) & np.isfinite(end)) | (start < 0) | (end < start)]
     if len(bad):
         r = bad.iloc[0]
-        where = f"update {int(r['update'])} " if pd.notna(r["update"]) else ""
         reasons.append(f"call_time_invalid: {len(bad)} call(s) with a negative, non-finite or reversed time; first: "
-                       f"{where}group {int(r['group'])} trajectory {int(r['trajectory'])} call {int(r['call'])} "
-                       f"[{float(r['started_at'])}, {float(r['finished_at'])}]")
+                       f"{row_label(r)} [{float(r['started_at'])}, {float(r['finished_at'])}]")
 
 
 def check_calls(updates: pd.DataFrame, calls: pd.DataFrame, total: int, contract: Mapping[str, Any],

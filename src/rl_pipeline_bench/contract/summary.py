@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .. import plan_identity
+from ..call_identity import row_label
 from ..atomicfile import atomic_write_json
 from ..evidence import Evidence, read_evidence
 from . import reconcile
@@ -205,16 +206,14 @@ def _check_calls(calls: pd.DataFrame, calls_readable: bool, settings: ContractSe
         r = beyond.iloc[0]
         reasons.append(
             f"accepted_beyond_trained: {len(beyond)} call(s) of updates after the last trained update "
-            f"{settings.total_updates} are marked accepted; first: update {int(r['update'])} group {int(r['group'])} "
-            f"trajectory {int(r['trajectory'])} call {int(r['call'])}"
+            f"{settings.total_updates} are marked accepted; first: {row_label(r)}"
         )
     bad = calls[calls["completion_tokens"] != calls["forced_completion_tokens"]]
     if len(bad):
         r = bad.iloc[0]
-        where = f"update {int(r['update'])} " if pd.notna(r.get("update")) else ""
         reasons.append(
             f"completion_length_mismatch: {len(bad)} of {len(calls)} calls differ from their forced length; "
-            f"first: {where}group {int(r['group'])} trajectory {int(r['trajectory'])} call {int(r['call'])} "
+            f"first: {row_label(r)} "
             f"completion_tokens={int(r['completion_tokens'])} forced_completion_tokens={int(r['forced_completion_tokens'])}"
         )
 

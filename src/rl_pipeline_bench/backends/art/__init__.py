@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..descriptor import framework_backend
 from .contract import MAX_POLICY_AGE, REASON_CODES, TOPOLOGY, autotuner_reasons
+from .runtimes import package_homes
 
 
 def run(ctx) -> None:
@@ -41,5 +42,6 @@ BACKEND = framework_backend(
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("openpipe-art", "vllm", "megatron-core"),
+    package_homes=package_homes,  # vLLM and Megatron-Core: ART's own runtime venvs
     env_prefixes=("ART_", "VLLM_", "MEGATRON_"),
 )

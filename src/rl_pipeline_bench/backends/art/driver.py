@@ -20,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from ...async_signals import run_until_signalled
 from ...rollout import evidence_rows, run_trajectory, synthetic_reward
 from ...topology import preflight
 from . import metrics
@@ -203,7 +204,9 @@ def run(ctx) -> None:
         return kwargs["autotune"]
 
     log.info("ART %s: PipelineTrainer on MegatronBackend, %s", version("openpipe-art"), native["contract"])
-    autotune = asyncio.run(main())
+    # Not plain asyncio.run: a SIGTERM raised inside a rollout task would be one failed
+    # trajectory to gather(return_exceptions=True), and the run would go on.
+    autotune = run_until_signalled(main)
     profile = PipelineTunerProfileStore.for_model(model).resolve(autotune.profile or autotune.output_name)
     writer.update_manifest(art_autotuner=metrics.autotuner_health(follower.rows, profile, n))
     failures = holder.get("publication_failures") or {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ...render import render_messages
+from ...call_identity import call_label
 from ...rollout import CallRecord, check_completion, forced_length_options, merge_extra_body
 
 #: SkyRL's fixed base conversation (skyrl.train.generators.skyrl_gym_generator, 0.4.0).
@@ -130,7 +131,7 @@ async def run_token_trajectory(
                                                               {"return_token_ids": True,
                                                                "skip_special_tokens": False}))
         finished = clock()
-        where = f"update {out.key[0]} group {out.key[1]} trajectory {out.key[2]} call {call}"
+        where = call_label(*out.key[:3], call)
         n = check_completion(response, forced, where=where)
         completion, lps, text = _choice_tokens(response, call)
         if len(completion) != n:

@@ -68,3 +68,21 @@ def test_without_a_python_handler_nothing_is_installed():
 
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     assert run_until_signalled(main) == 7
+
+
+def test_record_before_runs_first_then_the_frameworks_handler(raising_sigterm, tmp_path):
+    """As the SkyRL driver chains Ray's sys.exit handler: the manifest says `failed` before it runs."""
+    from rl_pipeline_bench.async_signals import record_before
+    from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
+
+    writer = EvidenceWriter(tmp_path, "run-1", {"backend": "skyrl"})
+    record_before(signal.SIGTERM, writer.record_interruption)
+    with pytest.raises(Stopped):
+        os.kill(os.getpid(), signal.SIGTERM)
+    manifest = read_evidence(writer.path).manifest
+    assert manifest["status"] == "failed" and manifest["error"] == "interrupted by SIGTERM"
+    assert not writer.finished  # the failure path may still finish it with the whole tables
+    writer.finish("failed", error="SystemExit: 15")
+    assert read_evidence(writer.path).manifest["error"] == "SystemExit: 15"
+    writer.record_interruption(signal.SIGTERM)  # a late signal changes nothing once finished
+    assert read_evidence(writer.path).manifest["error"] == "SystemExit: 15"

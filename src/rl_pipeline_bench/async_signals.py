@@ -1,4 +1,6 @@
-"""asyncio.run for drivers whose framework runs on an event loop: a signal ends the run whole.
+"""Signals for drivers whose framework runs an event loop or replaces the process's handlers.
+
+`run_until_signalled`: asyncio.run in which a signal ends the run whole.
 
 A Python signal handler that raises (the image's SIGTERM handler, image_runs.stop_on_sigterm)
 raises inside whatever runs at that moment. On an event loop that is usually some task's
@@ -48,3 +50,24 @@ def run_until_signalled(main: Callable[[], Awaitable[Any]], signals=(signal.SIGT
         if callable(handler):
             handler(received[0], None)  # the process's own answer (it raises for the image's SIGTERM)
         raise
+
+
+def record_before(signum: int, record: Callable[[int], None]) -> None:
+    """Have the current Python handler of `signum` call `record(signum)` first.
+
+    For a framework that installs its own handler (Ray's driver: `sys.exit(signum)`) and may
+    then end the process before the caller's failure path runs: `record` says what happened
+    while the process still can. Only from the main thread, and only over a callable handler.
+    """
+    current = signal.getsignal(signum)
+    if not callable(current):
+        return
+
+    def recording(sig, frame):
+        record(sig)
+        current(sig, frame)
+
+    try:
+        signal.signal(signum, recording)
+    except ValueError:  # not the main thread: nothing to chain here
+        pass

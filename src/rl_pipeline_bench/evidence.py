@@ -392,6 +392,20 @@ class EvidenceWriter:
         if self._finished:
             raise RuntimeError(f"evidence writer for run {self.run_id} is already finished")
 
+    def record_interruption(self, signum: int) -> None:
+        """Say in the manifest at once that a signal is ending the run (`failed`), for a process
+        that may not live to `finish` (Ray's driver can abort while it unwinds); the writer stays
+        open, and a later `finish` writes the whole tables and its own error over this one."""
+        import signal
+
+        with self._lock:  # re-entrant: a handler may interrupt the main thread inside the writer
+            if self._finished:
+                return
+            self._manifest["status"] = "failed"
+            self._manifest["finished_at"] = utc_now_iso()
+            self._manifest["error"] = f"interrupted by {signal.Signals(signum).name}"
+            self._write_manifest()
+
     def finish(self, status: str, error: str | None = None) -> None:
         """Whole tables in place of the parts, then finished_at/status/error in the manifest; the writer closes."""
         if status not in FINAL_STATUSES:

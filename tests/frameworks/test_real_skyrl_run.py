@@ -179,7 +179,7 @@ def test_sigterm_mid_run_fails_the_run_with_its_evidence(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0, out[-3000:]
     ev = read_evidence(calls_dir)
-    assert ev.manifest["status"] == "failed"
+    assert ev.manifest["status"] == "failed", out[-3000:]
     # Ray's driver (started inside run(ctx) by SkyRL's initialize_ray) replaces the SIGTERM
     # handler with its own sys.exit(signum): the failure is recorded as that exit.
     error = ev.manifest["error"]

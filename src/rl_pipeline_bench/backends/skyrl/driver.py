@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from ...async_signals import record_before
 from ...rollout import CHAT_TEMPLATE_KWARGS, CallRecord, evidence_rows, synthetic_reward
 from ...topology import preflight
 from . import metrics
@@ -208,6 +210,9 @@ def run(ctx) -> None:
 
     log.info("SkyRL %s: fully async trainer, %s", version("skyrl"), nested["trainer"]["fully_async"])
     initialize_ray(cfg)
+    # Ray's driver now owns SIGTERM (sys.exit(15)), and its core worker may abort the process
+    # before the exit unwinds to the caller's failure path: the manifest says it first.
+    record_before(signal.SIGTERM, writer.record_interruption)
     BenchExp(cfg).run()
     if len(collector.committed) != n:
         raise RuntimeError(f"SkyRL committed {len(collector.committed)} steps, expected {n}")

@@ -49,7 +49,9 @@ if ! ping_engine; then
     mkdir -p "$(dirname "$SOCK_PATH")"
     rm -f "$SOCK_PATH"
     say "starting podman system service on unix://$SOCK_PATH (log: $LOG)"
-    setsid nohup podman system service --time=0 "unix://$SOCK_PATH" >>"$LOG" 2>&1 < /dev/null &
+    # From /: the service outlives this checkout, and a service whose working directory was
+    # deleted (a removed clone) answers every container start with "write child: broken pipe".
+    (cd / && setsid nohup podman system service --time=0 "unix://$SOCK_PATH" >>"$LOG" 2>&1 < /dev/null &)
     for _ in $(seq 1 60); do
         ping_engine && break
         sleep 0.5

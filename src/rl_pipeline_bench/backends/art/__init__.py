@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..descriptor import framework_backend
 from .contract import MAX_POLICY_AGE, REASON_CODES, TOPOLOGY, autotuner_reasons
-from .runtimes import package_homes
 
 
 def run(ctx) -> None:
@@ -23,6 +22,13 @@ def support_native_config(spec) -> dict:
     from .config import build_art_config
 
     return build_art_config(spec)
+
+
+def package_homes() -> dict:
+    """vLLM and Megatron-Core live in ART's own runtime venvs (runtimes.py), read at run time."""
+    from .runtimes import package_homes as homes
+
+    return homes()
 
 
 def trainer_ranks(spec) -> list[int]:
@@ -42,6 +48,6 @@ BACKEND = framework_backend(
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("openpipe-art", "vllm", "megatron-core"),
-    package_homes=package_homes,  # vLLM and Megatron-Core: ART's own runtime venvs
+    package_homes=package_homes,
     env_prefixes=("ART_", "VLLM_", "MEGATRON_"),
 )

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -396,8 +397,6 @@ class EvidenceWriter:
         """Say in the manifest at once that a signal is ending the run (`failed`), for a process
         that may not live to `finish` (Ray's driver can abort while it unwinds); the writer stays
         open, and a later `finish` writes the whole tables and its own error over this one."""
-        import signal
-
         with self._lock:  # re-entrant: a handler may interrupt the main thread inside the writer
             if self._finished:
                 return

@@ -117,7 +117,8 @@ def host_info(packages: Sequence[str] = (), homes: Mapping[str, str | None] | No
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "cpu_count": os.cpu_count(),
-        "packages": package_versions((*COMMON_PACKAGES, *packages)),
+        # A distribution with a home of its own is read there only (below), never in this environment.
+        "packages": package_versions([n for n in (*COMMON_PACKAGES, *packages) if n not in (homes or {})]),
         "nvidia": nvidia_driver(),
         "cuda_toolkit": cuda_toolkit(),
     }

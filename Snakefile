@@ -1,7 +1,7 @@
 # RL Systems Bench workflow entry point.
 # Loads the config, includes one rules/*.smk per stage and names the targets.
 # The config is validated once, in rules/common.smk, against schemas/config.schema.yaml
-# completed from the backend registry (rl_pipeline_bench.config.validate_config).
+# completed from the backend registry (rl_pipeline_bench.settings.config.validate_config).
 # Newcomer: `uv run snakemake --cores 1 reports/comparison.html` (README.md).
 
 import time

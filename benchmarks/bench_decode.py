@@ -49,7 +49,7 @@ def _sync(device: torch.device) -> None:
 def load(build_config: Path, hf_home: Path, device: torch.device, lora: bool):
     from rl_pipeline_bench.backends.reference import policy
     from rl_pipeline_bench.backends.reference.rollout import banned_token_mask
-    from rl_pipeline_bench.reference_model import build_reference_snapshot
+    from rl_pipeline_bench.models.reference import build_reference_snapshot
 
     t0 = time.perf_counter()
     record = build_reference_snapshot(build_config, hf_home)

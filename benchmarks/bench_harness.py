@@ -49,7 +49,7 @@ class Spans:
 
 def timing_writer_class(spans: Spans):
     """An EvidenceWriter whose public methods and run.log records are timed into `spans`."""
-    from rl_pipeline_bench import evidence
+    from rl_pipeline_bench.evidence import store as evidence
 
     base = evidence.EvidenceWriter
 
@@ -103,8 +103,8 @@ def timing_writer_class(spans: Spans):
 
 
 def one_run(spec, workload: str, model_record: Path, plan: Path, root: Path) -> dict:
-    from rl_pipeline_bench import runner
-    from rl_pipeline_bench.evidence import read_evidence
+    from rl_pipeline_bench.runs import runner
+    from rl_pipeline_bench.evidence.store import read_evidence
 
     spans = Spans()
     original = runner.EvidenceWriter
@@ -143,7 +143,7 @@ def main() -> int:
 
     from rl_pipeline_bench import paths
     from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
-    from rl_pipeline_bench.spec import spec_from_config_file
+    from rl_pipeline_bench.settings.spec import spec_from_config_file
 
     spec = spec_from_config_file(CONFIG_PATH, "smoke")
     model_record = paths.model_record(spec.model["name"], ROOT)

@@ -116,7 +116,7 @@ def smoke_inputs(workdir: Path) -> tuple[Path, list[Path], list[Path]]:
 
 def synthesise(workdir: Path, n_runs: int, dest: Path) -> list[Path]:
     """n_runs summaries + evidence dirs + attempts index under dest, copied from the smoke runs."""
-    from rl_pipeline_bench.attempts import EVENT_SCHEMA, started_fields
+    from rl_pipeline_bench.evidence.attempts import EVENT_SCHEMA, started_fields
 
     spec, sources, _plans = smoke_inputs(workdir)
     evidence_root = paths.evidence_root(dest)

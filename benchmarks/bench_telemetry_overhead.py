@@ -32,8 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.settings.config import load_config  # noqa: E402
+from rl_pipeline_bench.records.configfile import get_suite
 from rl_pipeline_bench.leases import lease_command  # noqa: E402
 from rl_pipeline_bench.probes import reference_data  # noqa: E402
 

@@ -4,7 +4,7 @@
 # (pins.env, setup.sh, env.sh, driver package) are hashed into its recipe as before, and
 # this file is hashed into the recipe of each backend that names it (and no other).
 # Build it with `bench build --backend NAME` (or the Snakemake target
-# results/images/NAME.json): rl_pipeline_bench.images sends exactly the hashed recipe +
+# results/images/NAME.json): rl_pipeline_bench.provenance.images sends exactly the hashed recipe +
 # source files as the context and passes BASE_IMAGE (a CUDA devel image, from the pins),
 # RL_BENCH_BACKEND and the controller's recipe/source sha256 as build args. The
 # environment is provisioned by the same containers/NAME/setup.sh a native prefix uses,

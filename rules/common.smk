@@ -1,7 +1,7 @@
 # Helpers shared by the rules: the resolved run specs and the file names they expand to.
 #
 # Every suite of the (already merged: config.yaml + --configfile + --config) config is
-# resolved into a run spec keyed by a hash of its settings (rl_pipeline_bench.spec,
+# resolved into a run spec keyed by a hash of its settings (rl_pipeline_bench.settings.spec,
 # docs/run-spec.md). Plans and runs live under results/{workloads,runs}/{suite}-{hash}/,
 # so an edited setting makes new targets and identical settings find finished ones. Every
 # path comes from rl_pipeline_bench.paths (the one results layout), as do the rules' outputs.
@@ -30,7 +30,7 @@ wildcard_constraints:
 
 SUITE = get_suite(config)
 SPEC_ID = next(i for i, doc in SPECS.items() if doc["settings"]["suite"] == SUITE.name)
-#: Every attempt's events (rl_pipeline_bench.attempts), appended to by runs and summaries.
+#: Every attempt's events (rl_pipeline_bench.evidence.attempts), appended to by runs and summaries.
 #: No job outputs it (Snakemake would delete it before re-running that job).
 ATTEMPTS_INDEX = paths.ATTEMPTS_INDEX
 #: A grep pattern for the lines of a running benchmark that reach the terminal (rules/runs.smk).
@@ -62,7 +62,7 @@ def attempts_index_input(wildcards):
 
 def _check_topology(spec):
     """Refuse, at DAG time, a suite its backends' descriptors cannot run (device, GPUs, model, topology)."""
-    from rl_pipeline_bench.topology import preflight as topology_preflight
+    from rl_pipeline_bench.backends.topology import preflight as topology_preflight
 
     for backend in spec.backends:
         try:
@@ -86,11 +86,11 @@ def check_before_download(model, params):
     """Stop, at DAG time, before a hub snapshot is downloaded for a suite this machine cannot run.
 
     Runs only when the download would happen (no identity record, the pinned revision not
-    in HF_HOME); rl_pipeline_bench.readiness lists every missing GPU, engine, Hub or disk.
+    in HF_HOME); rl_pipeline_bench.runs.readiness lists every missing GPU, engine, Hub or disk.
     The GPU check follows the executor: NVML here, `sinfo` under --profile profiles/slurm.
     """
-    from rl_pipeline_bench.readiness import NotReady, check_before_download as _check
-    from rl_pipeline_bench.snapshots import snapshot_dir
+    from rl_pipeline_bench.runs.readiness import NotReady, check_before_download as _check
+    from rl_pipeline_bench.models.snapshots import snapshot_dir
 
     if paths.model_record(model).exists() or snapshot_dir(
             params["hf_home"], params["repo_id"], params["revision"]).is_dir():

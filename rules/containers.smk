@@ -4,7 +4,7 @@
 # Builds go to whatever Docker-API engine DOCKER_HOST names and are never pushed.
 # RL_BENCH_BASE_IMAGE overrides the pinned base image (recorded in the record).
 # The image record is not proof at run time: the run calls the preflight
-# (`bench preflight` / rl_pipeline_bench.images.preflight) before any GPU lease.
+# (`bench preflight` / rl_pipeline_bench.provenance.images.preflight) before any GPU lease.
 
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
 localrules:

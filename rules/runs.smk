@@ -39,7 +39,7 @@ rule run_benchmark:
     shell:
         # Preflight (recipe/source/image/model identity) runs before any GPU lease. The run's
         # whole output goes to its log; only its progress lines (one per update) also reach
-        # the terminal (rl_pipeline_bench.progress). pipefail keeps the run's exit status.
+        # the terminal (rl_pipeline_bench.evidence.progress). pipefail keeps the run's exit status.
         "bench preflight --spec {input.spec:q} --backend {wildcards.backend}"
         " --model-record {input.model} > {log} 2>&1 && "
         "{params.lease}bench run --spec {input.spec:q} --backend {wildcards.backend}"

@@ -15,7 +15,7 @@ import yaml
 from planted_secrets import PLANTED_SECRETS
 from workflow_copy import copy_repo, snakemake
 
-from rl_pipeline_bench.config import load_config
+from rl_pipeline_bench.settings.config import load_config
 from rl_pipeline_bench.paths import CONFIG_PATH
 
 #: Markers of the slow tier (registered in pyproject.toml): real benchmark and pipeline runs,

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rl_pipeline_bench.contract.settings import ContractSettings
-from rl_pipeline_bench.evidence import EvidenceWriter
-from rl_pipeline_bench.timestamps import new_run_id
+from rl_pipeline_bench.evidence.store import EvidenceWriter
+from rl_pipeline_bench.records.timestamps import new_run_id
 
 _UNSET: Any = object()
 

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from rl_pipeline_bench.async_signals import run_until_signalled
+from rl_pipeline_bench.backends.framework.async_signals import run_until_signalled
 
 
 class Stopped(RuntimeError):
@@ -72,8 +72,8 @@ def test_without_a_python_handler_nothing_is_installed():
 
 def test_record_before_runs_first_then_the_frameworks_handler(raising_sigterm, tmp_path):
     """As the SkyRL driver chains Ray's sys.exit handler: the manifest says `failed` before it runs."""
-    from rl_pipeline_bench.async_signals import record_before
-    from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
+    from rl_pipeline_bench.backends.framework.async_signals import record_before
+    from rl_pipeline_bench.evidence.store import EvidenceWriter, read_evidence
 
     writer = EvidenceWriter(tmp_path, "run-1", {"backend": "skyrl"})
     record_before(signal.SIGTERM, writer.record_interruption)

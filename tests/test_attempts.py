@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from rl_pipeline_bench.attempts import EVENT_SCHEMA, append_event, read_attempts, read_events
+from rl_pipeline_bench.evidence.attempts import EVENT_SCHEMA, append_event, read_attempts, read_events
 from rl_pipeline_bench.cli import main
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.records.configfile import ConfigError
 
 
 def test_a_torn_last_line_does_not_eat_the_next_event(tmp_path):

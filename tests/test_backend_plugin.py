@@ -21,7 +21,7 @@ import pytest
 import yaml
 from workflow_copy import copy_repo, scheduled_jobs, snakemake, workflow_env
 
-from rl_pipeline_bench import provenance
+from rl_pipeline_bench.provenance import recipes as provenance
 from rl_pipeline_bench.paths import ROOT
 
 # Slow tier (tests/conftest.py): real Snakemake runs in a scratch copy.

@@ -155,7 +155,7 @@ def two_trial_report(tmp_path_factory, fresh_config):
     sys.path.insert(0, str(Path(__file__).parent))
     from test_report import BACKENDS, _plans, _spec, trial_summaries
 
-    from rl_pipeline_bench.attempts import seed_index
+    from rl_pipeline_bench.evidence.attempts import seed_index
     from rl_pipeline_bench.report import render_report
 
     ws = tmp_path_factory.mktemp("two_trials")

@@ -255,7 +255,7 @@ def test_bench_run_with_gpus_is_the_workflows_run_under_its_lease_on_that_set(tm
 
 def test_a_run_without_suite_belongs_to_the_one_suite_that_has_it():
     from rl_pipeline_bench.commands.run import register
-    from rl_pipeline_bench.workflow_launch import suite_of_run
+    from rl_pipeline_bench.runs.workflow_launch import suite_of_run
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from rl_pipeline_bench.config import load_config, validate_config
-from rl_pipeline_bench.configfile import ConfigError, check_member, get_suite
+from rl_pipeline_bench.settings.config import load_config, validate_config
+from rl_pipeline_bench.records.configfile import ConfigError, check_member, get_suite
 from rl_pipeline_bench.paths import CONFIG_PATH, ROOT
 
 
@@ -28,7 +28,7 @@ def test_shipped_config_is_valid(config):
 
 def test_default_contract_is_five_plus_fifteen(config):
     from rl_pipeline_bench.contract.settings import ContractSettings
-    from rl_pipeline_bench.spec import build_spec
+    from rl_pipeline_bench.settings.spec import build_spec
 
     assert ContractSettings().settings() == {"warmup_updates": 5, "measured_updates": 15, "headline_updates": 5}
     for name in ("smoke", "comparison"):

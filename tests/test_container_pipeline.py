@@ -20,8 +20,9 @@ import pandas as pd
 import pytest
 from workflow_copy import copy_repo, snakemake
 
-from rl_pipeline_bench import image_runs, images
-from rl_pipeline_bench.container_run import LABEL_RUN
+from rl_pipeline_bench.runs import image_runs
+from rl_pipeline_bench.provenance import images
+from rl_pipeline_bench.runs.container_run import LABEL_RUN
 
 # Slow tier (tests/conftest.py): the pipeline with runtime: container, images built by podman.
 pytestmark = [pytest.mark.e2e, pytest.mark.podman]
@@ -98,7 +99,7 @@ def test_the_run_executes_in_the_image_and_its_manifest_proves_it(container_work
 
 def test_an_image_that_is_not_the_backend_s_leaves_a_failed_evidence_directory(container_workdir, engine, tmp_path):
     """The host refuses an image whose labels are not the reference backend's; the attempt is still recorded."""
-    from rl_pipeline_bench.spec import load_spec
+    from rl_pipeline_bench.settings.spec import load_spec
 
     (spec_file,) = container_workdir.glob("results/specs/smoke_container-*.json")
     record = json.loads((container_workdir / "results/images/reference.json").read_text())

@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 
-from rl_pipeline_bench import container_run
-from rl_pipeline_bench.container_run import ContainerRunError, Mount, bind, check_mounts, gpu_device_requests
+from rl_pipeline_bench.runs import container_run
+from rl_pipeline_bench.runs.container_run import ContainerRunError, Mount, bind, check_mounts, gpu_device_requests
 
 BASE_IMAGE = os.environ.get("RL_BENCH_BASE_IMAGE", "localhost/rl-bench/debian-python:bookworm")
 PODMAN_SOCK = "/run/podman/podman.sock"
@@ -50,7 +50,7 @@ def test_mounting_over_the_image_code_or_environment_is_refused(target, tmp_path
 def engine():
     if not os.environ.get("DOCKER_HOST") and os.path.exists(PODMAN_SOCK):
         os.environ["DOCKER_HOST"] = f"unix://{PODMAN_SOCK}"
-    from rl_pipeline_bench.images import ImageError, engine_client
+    from rl_pipeline_bench.provenance.images import ImageError, engine_client
 
     try:
         client = engine_client(timeout=300)
@@ -97,7 +97,7 @@ def test_run_mounts_evidence_rw_inputs_ro_and_reports_the_exit_code(engine, tmp_
 @pytest.mark.podman
 def test_sigterm_stops_and_removes_the_container(engine, tmp_path):
     tag = f"pytest-{uuid.uuid4().hex[:8]}"
-    code = ("import sys; from rl_pipeline_bench import container_run as c\n"
+    code = ("import sys; from rl_pipeline_bench.runs import container_run as c\n"
             "try:\n"
             f"    c.run_container({BASE_IMAGE!r}, ['sleep', '300'], labels={{c.LABEL_RUN: {tag!r}}}, stop_timeout=2)\n"
             "except c.ContainerInterrupted as e:\n"

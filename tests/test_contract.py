@@ -24,8 +24,8 @@ from rl_pipeline_bench.contract.summary import CONTRACT_RULES, summarize, summar
 
 #: The contract's codes plus the registered backends' own (ART's autotuner check).
 REASON_CODES = all_reason_codes()
-from rl_pipeline_bench.atomicfile import atomic_write_table
-from rl_pipeline_bench.evidence import CALLS, INTERVALS, MANIFEST, UPDATES
+from rl_pipeline_bench.records.atomicfile import atomic_write_table
+from rl_pipeline_bench.evidence.store import CALLS, INTERVALS, MANIFEST, UPDATES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -415,8 +415,8 @@ def _case_trainer_union_implausible(tmp):
 def _case_plan_mismatch(tmp):
     import copy as _copy
 
-    from rl_pipeline_bench.config import load_config
-    from rl_pipeline_bench.spec import build_spec, write_spec
+    from rl_pipeline_bench.settings.config import load_config
+    from rl_pipeline_bench.settings.spec import build_spec, write_spec
 
     doc = build_spec(_copy.deepcopy(load_config()), "smoke")
     spec = write_spec(doc, tmp / "results" / "specs" / f"{doc['id']}.json")
@@ -596,7 +596,7 @@ def test_generation_through_the_window_end_gives_no_warning(tmp_path):
 
 
 def test_every_warning_code_is_documented():
-    from rl_pipeline_bench.evidence_digest import SUMMARY_CHECK_CODES
+    from rl_pipeline_bench.evidence.digest import SUMMARY_CHECK_CODES
 
     doc = (ROOT / "docs" / "validation.md").read_text()
     for code in [*REASON_CODES, *WARNING_CODES, *SUMMARY_CHECK_CODES]:
@@ -656,9 +656,9 @@ def test_a_relabelled_run_is_not_the_run_its_label_names(tmp_path):
     relabelled as another workload (or backend) is `plan_mismatch`; a run of the plan is not."""
     import copy as _copy
 
-    from rl_pipeline_bench.config import load_config
-    from rl_pipeline_bench.spec import build_spec, write_spec
-    from rl_pipeline_bench.workloads import spec_plan
+    from rl_pipeline_bench.settings.config import load_config
+    from rl_pipeline_bench.settings.spec import build_spec, write_spec
+    from rl_pipeline_bench.plan.workloads import spec_plan
 
     doc = build_spec(_copy.deepcopy(load_config()), "smoke")
     spec = write_spec(doc, tmp_path / "results" / "specs" / f"{doc['id']}.json")

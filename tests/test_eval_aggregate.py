@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from rl_pipeline_bench import paths
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.records.configfile import ConfigError
 from rl_pipeline_bench.eval import aggregate, protocol, spec as eval_spec, tables
 from rl_pipeline_bench.eval.benchmarks import paper_reference, task_limits
 
@@ -206,7 +206,7 @@ def test_episodes_outside_the_plan_or_its_limits_make_the_summary_incomplete(con
 def test_a_run_that_did_not_complete_makes_the_summary_incomplete(config, tmp_path, status):
     from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest
     from rl_pipeline_bench.eval.summary import summarize_runs
-    from rl_pipeline_bench.atomicfile import atomic_write_json
+    from rl_pipeline_bench.records.atomicfile import atomic_write_json
 
     spec = _spec(config, runs=1)
     spec_path = tmp_path / paths.EVAL_SPEC_FILE.format(esuite=spec["eval_suite"], ehash=spec["hash"])

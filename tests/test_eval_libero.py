@@ -19,7 +19,7 @@ if importlib.util.find_spec("libero") is None:  # CI installs the extra: there i
         pytest.fail("hf-libero is the `eval` extra (`uv sync --extra eval`); .ci/run installs it")
     pytest.skip("hf-libero is the `eval` extra (`uv sync --extra eval`); .ci/run installs it", allow_module_level=True)
 
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.records.configfile import ConfigError
 from rl_pipeline_bench.eval import envs, spec as eval_spec
 from rl_pipeline_bench.eval.envs import libero_env
 from rl_pipeline_bench.eval.envs.base import EnvUnavailable

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rl_pipeline_bench.config import load_config
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.settings.config import load_config
+from rl_pipeline_bench.records.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec
 from rl_pipeline_bench.eval.policies.loader import PolicyLoadError, checkpoint_id
 from rl_pipeline_bench.eval.runner import run_evaluation

@@ -12,22 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rl_pipeline_bench.atomicfile import atomic_write_table
-from rl_pipeline_bench.evidence import (
-    CALLS,
-    CALLS_SCHEMA,
-    INTERVALS,
-    INTERVALS_SCHEMA,
-    MANIFEST,
-    MANIFEST_FIELDS,
-    RUN_LOG,
-    UPDATES,
-    UPDATES_SCHEMA,
-    EvidenceWriter,
-    read_evidence,
-)
-from rl_pipeline_bench.evidence_parts import PARTS_DIR, EvidenceWriteError
-from rl_pipeline_bench.timestamps import new_run_id
+from rl_pipeline_bench.records.atomicfile import atomic_write_table
+from rl_pipeline_bench.evidence.store import CALLS, CALLS_SCHEMA, INTERVALS, INTERVALS_SCHEMA, MANIFEST, MANIFEST_FIELDS, RUN_LOG, UPDATES, UPDATES_SCHEMA, EvidenceWriter, read_evidence
+from rl_pipeline_bench.evidence.parts import PARTS_DIR, EvidenceWriteError
+from rl_pipeline_bench.records.timestamps import new_run_id
 
 HOST = {"hostname": "test-host"}  # given explicitly so the writer does not probe the machine
 
@@ -222,7 +210,7 @@ def test_manifest_and_log_are_owner_only(tmp_path):
 
 
 def test_each_log_record_is_redacted_once(tmp_path, monkeypatch, caplog):
-    from rl_pipeline_bench import private_log
+    from rl_pipeline_bench.records import private_log
 
     w = EvidenceWriter(tmp_path, "run-once", {"host": HOST})
     calls = []
@@ -305,7 +293,7 @@ def test_a_failed_background_write_fails_the_run_and_finish_keeps_every_row(tmp_
 
 _CRASH_CHILD = """
 import sys
-from rl_pipeline_bench.evidence import EvidenceWriter
+from rl_pipeline_bench.evidence.store import EvidenceWriter
 w = EvidenceWriter(sys.argv[1], "run-kill", {"host": {"hostname": "test"}})
 u = 0
 while True:
@@ -393,7 +381,7 @@ def test_hand_offs_that_queue_up_behind_a_slow_write_land_as_one_part(tmp_path, 
 
 
 def test_atomic_write_without_replace_keeps_an_existing_file(tmp_path):
-    from rl_pipeline_bench.atomicfile import atomic_write_json
+    from rl_pipeline_bench.records.atomicfile import atomic_write_json
 
     target = tmp_path / "run.json"
     atomic_write_json(target, {"run_id": "first"}, replace=False)

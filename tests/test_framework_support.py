@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from rl_pipeline_bench import backends
-from rl_pipeline_bench.spec import build_spec, check_spec
-from rl_pipeline_bench.framework_support import SupportError, refuse_gaps
+from rl_pipeline_bench.settings.spec import build_spec, check_spec
+from rl_pipeline_bench.backends.framework.support import SupportError, refuse_gaps
 
 
 @pytest.mark.parametrize("backend, framework", [("art", "openpipe-art"), ("skyrl", "skyrl")])

@@ -13,7 +13,7 @@ import pytest
 from lease_helpers import gpu, uuid_of, write_inventory
 
 from rl_pipeline_bench.commands.gpus import cmd_gpus, gpus_report
-from rl_pipeline_bench.gpus import INVENTORY_ENV, InventoryError, query_inventory
+from rl_pipeline_bench.host.gpus import INVENTORY_ENV, InventoryError, query_inventory
 from rl_pipeline_bench.leases import choose_gpu_set
 
 

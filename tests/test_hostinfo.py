@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rl_pipeline_bench import hostinfo
+from rl_pipeline_bench.host import hostinfo
 from rl_pipeline_bench.backends import get
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rl_pipeline_bench import image_runs, images, provenance
+from rl_pipeline_bench.runs import image_runs
+from rl_pipeline_bench.provenance import images, recipes as provenance
 from rl_pipeline_bench.backends import get
-from rl_pipeline_bench.container_run import CONTROL_ENV, ContainerRunError
+from rl_pipeline_bench.runs.container_run import CONTROL_ENV, ContainerRunError
 
 
 def _model(tmp_path):
@@ -113,16 +114,16 @@ def test_an_image_whose_files_differ_from_its_labels_fails_the_run_before_the_ba
     run with its evidence kept, naming both hashes; the backend never starts."""
     import json
 
-    from rl_pipeline_bench import runner
+    from rl_pipeline_bench.runs import runner
     from rl_pipeline_bench.paths import ROOT
-    from rl_pipeline_bench.spec import build_spec, check_spec
+    from rl_pipeline_bench.settings.spec import build_spec, check_spec
 
     spec = check_spec(build_spec(config, "smoke_container"))
     source = provenance.source_manifest(ROOT)
     monkeypatch.setenv("RL_BENCH_RUNTIME", "container")
     monkeypatch.setenv(provenance.BAKED_RECIPE_ENV, provenance.recipe_record("reference", ROOT)["sha256"])
     monkeypatch.setenv(provenance.BAKED_SOURCE_ENV, "f" * 64)
-    from rl_pipeline_bench.reference_model import BUILD_RECORD, load_build_config
+    from rl_pipeline_bench.models.reference import BUILD_RECORD, load_build_config
 
     # The spec's own model, built from its build config, but with no weights: a backend that
     # started would fail on them, with another error (the model identity check passes first).

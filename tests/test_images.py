@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_pipeline_bench import images, provenance
+from rl_pipeline_bench.provenance import images, recipes as provenance
 
 REPO = Path(__file__).resolve().parents[1]
 PODMAN_SOCK = "/run/podman/podman.sock"

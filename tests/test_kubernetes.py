@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from k8s_fake import FakeCluster
-from rl_pipeline_bench import provenance
+from rl_pipeline_bench.provenance import recipes as provenance
 from rl_pipeline_bench.k8s import collect, manifests, markers, pod
 from rl_pipeline_bench.k8s.controller import Controller, ResumeRefused, Timeouts, verify_pod
 from rl_pipeline_bench.k8s.request import RequestError, build_request, parse_image

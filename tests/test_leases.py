@@ -31,7 +31,7 @@ from lease_helpers import (
     write_inventory,
 )
 
-from rl_pipeline_bench.gpus import InventoryError, query_inventory
+from rl_pipeline_bench.host.gpus import InventoryError, query_inventory
 from rl_pipeline_bench.leases import (
     EXIT_CLEANUP_UNCONFIRMED,
     EXIT_REFUSED,

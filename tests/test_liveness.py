@@ -8,14 +8,14 @@ import sys
 
 from evidence_fixtures import build_evidence
 
-from rl_pipeline_bench.attempts import append_event, read_attempts, started_fields
+from rl_pipeline_bench.evidence.attempts import append_event, read_attempts, started_fields
 from rl_pipeline_bench.contract.summary import summarize
-from rl_pipeline_bench.liveness import ALIVE, ENDED, UNKNOWN, process_identity, process_state
+from rl_pipeline_bench.host.liveness import ALIVE, ENDED, UNKNOWN, process_identity, process_state
 from rl_pipeline_bench.report.tables import attempts_table
 
 
 def _ended_process() -> dict:
-    proc = subprocess.run([sys.executable, "-c", "from rl_pipeline_bench.liveness import process_identity as p; "
+    proc = subprocess.run([sys.executable, "-c", "from rl_pipeline_bench.host.liveness import process_identity as p; "
                            "import json; print(json.dumps(p()))"], capture_output=True, text=True, check=True)
     import json
 
@@ -60,8 +60,8 @@ def test_a_container_run_records_the_host_supervisor(monkeypatch):
     recorded, and a pid of another pid namespace is never judged from here."""
     import json
 
-    from rl_pipeline_bench import image_runs
-    from rl_pipeline_bench.liveness import SUPERVISOR_ENV
+    from rl_pipeline_bench.runs import image_runs
+    from rl_pipeline_bench.host.liveness import SUPERVISOR_ENV
 
     env = image_runs.container_environment({}, {})
     host = json.loads(env[SUPERVISOR_ENV])

@@ -28,11 +28,11 @@ if importlib.util.find_spec("mlflow") is None:  # CI installs the extra: there a
 
 from rl_pipeline_bench import paths  # noqa: E402
 from rl_pipeline_bench.cli import main  # noqa: E402
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.records.configfile import ConfigError
 from rl_pipeline_bench.eval import spec as eval_spec  # noqa: E402
 from rl_pipeline_bench.eval.episodes import write_episodes, write_manifest  # noqa: E402
 from rl_pipeline_bench.eval.summary import summarize_runs  # noqa: E402
-from rl_pipeline_bench.atomicfile import atomic_write_json  # noqa: E402
+from rl_pipeline_bench.records.atomicfile import atomic_write_json  # noqa: E402
 
 
 def _free_port() -> int:
@@ -108,7 +108,7 @@ def _benchmark_summary(tmp: Path, config: dict) -> Path:
     from evidence_fixtures import build_evidence  # the contract tests' own synthetic, valid evidence
 
     from rl_pipeline_bench.contract.summary import summarize_to_file
-    from rl_pipeline_bench.spec import build_spec
+    from rl_pipeline_bench.settings.spec import build_spec
 
     spec = build_spec(config, "smoke")  # the run's spec, as `bench run` records it in the manifest
     ev = build_evidence(tmp / "results/evidence", manifest={"spec": {"id": spec["id"], "hash": spec["hash"]}})

@@ -24,10 +24,10 @@ from evidence_fixtures import default_calls  # noqa: E402
 from test_report import BACKENDS, UPDATES, _plans, _spec, trial_summaries  # noqa: E402
 from workflow_copy import scheduled_jobs, snakemake  # noqa: E402
 
-from rl_pipeline_bench.attempts import seed_index  # noqa: E402
+from rl_pipeline_bench.evidence.attempts import seed_index  # noqa: E402
 from rl_pipeline_bench.report.build import collect_report, fmt_num  # noqa: E402
 from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources  # noqa: E402
-from rl_pipeline_bench.spec import write_spec  # noqa: E402
+from rl_pipeline_bench.settings.spec import write_spec  # noqa: E402
 
 # Slow tier (tests/conftest.py): the smoke pipeline's evidence, compiled with latexmk.
 pytestmark = [pytest.mark.e2e, pytest.mark.tex]
@@ -122,7 +122,7 @@ def test_sources_import_no_gpu_or_benchmark_code(paper, tmp_path):
     write_spec(paper.spec.doc, paper.ws / "spec.json")
     code = ("import sys; from rl_pipeline_bench.cli import main; rc = main(sys.argv[1:]); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pynvml', 'transformers') "
-            "or m.startswith(('rl_pipeline_bench.runner', 'rl_pipeline_bench.leases')) "
+            "or m.startswith(('rl_pipeline_bench.runs.runner', 'rl_pipeline_bench.leases')) "
             "or (m.startswith('rl_pipeline_bench.backends.') and m.count('.') > 2 "
             "and not m.endswith(('.contract', '.host')))); "
             "print('IMPORTED', bad); sys.exit(rc or bool(bad))")
@@ -246,7 +246,7 @@ def infra_paper(paper, tmp_path_factory):
     starts with `[` the way a user may label a probe."""
     from test_report_infra import _allreduce_fixture
 
-    from rl_pipeline_bench.evidence import atomic_write_json
+    from rl_pipeline_bench.evidence.store import atomic_write_json
     from rl_pipeline_bench.probes.storage import run_storage_probe
 
     ws = tmp_path_factory.mktemp("infra_paper")

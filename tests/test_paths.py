@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rl_pipeline_bench import paths
 from rl_pipeline_bench.paths import ROOT
-from rl_pipeline_bench.spec import RunSpec
+from rl_pipeline_bench.settings.spec import RunSpec
 
 #: A results or reports path written out (what only paths.py may hold).
 LAYOUT_LITERAL = re.compile(r"\b(results|reports)/(specs|runs|evidence|workloads|probes|models|images|provenance|"

@@ -22,7 +22,7 @@ from workflow_copy import scheduled_jobs as _jobs
 from workflow_copy import snakemake as _snakemake
 from workflow_copy import spec_id as smoke_spec
 
-from rl_pipeline_bench.progress import PREFIX as PROGRESS
+from rl_pipeline_bench.evidence.progress import PREFIX as PROGRESS
 
 # Slow tier (tests/conftest.py): the whole smoke pipeline, run once per session.
 pytestmark = pytest.mark.e2e
@@ -134,9 +134,9 @@ def test_leased_run_without_nvml_records_why_and_completes(smoke_workdir, tmp_pa
 
 
 def test_plans_are_the_offered_work_for_every_backend(smoke_workdir):
-    from rl_pipeline_bench import workloads as wl
-    from rl_pipeline_bench.config import load_config
-    from rl_pipeline_bench.spec import build_spec, check_spec
+    from rl_pipeline_bench.plan import workloads as wl
+    from rl_pipeline_bench.settings.config import load_config
+    from rl_pipeline_bench.settings.spec import build_spec, check_spec
 
     run_spec = check_spec(build_spec(load_config(smoke_workdir / "config.yaml"), "smoke"))
     spec = smoke_spec(smoke_workdir)
@@ -163,7 +163,7 @@ def test_touching_inputs_does_not_rerun_benchmarks(smoke_workdir):
     for plan in (smoke_workdir / f"results/workloads/{smoke_spec(smoke_workdir)}").glob("*.parquet"):
         plan.touch()
     (smoke_workdir / f"results/specs/{smoke_spec(smoke_workdir)}.json").touch()
-    (smoke_workdir / "src/rl_pipeline_bench/config.py").touch()  # source.json is remade; runs are not
+    (smoke_workdir / "src/rl_pipeline_bench/settings/config.py").touch()  # source.json is remade; runs are not
     proc = snakemake(smoke_workdir, "-n", "reports/comparison.html")
     assert proc.returncode == 0
     assert "run_benchmark" not in _jobs(proc)
@@ -298,7 +298,7 @@ def test_forced_run_never_replaces_a_run_record(smoke_workdir):
 
 def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
     """A run that fails (here: its model's weights vanished) leaves failed evidence; the report lists it."""
-    from rl_pipeline_bench.reference_model import BUILD_RECORD
+    from rl_pipeline_bench.models.reference import BUILD_RECORD
 
     record = json.loads((smoke_workdir / "results/models/reference-tiny-qwen3moe.json").read_text())
     # The same model (its build record passes the model identity check) with no weights: the backend fails.

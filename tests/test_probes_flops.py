@@ -6,7 +6,7 @@ import pytest
 
 from evidence_fixtures import build_evidence
 from probe_fixtures import ACTIVE_MATMUL_PARAMS, MATMUL_PARAMS, tiny_snapshot
-from rl_pipeline_bench.evidence import read_evidence
+from rl_pipeline_bench.evidence.store import read_evidence
 from rl_pipeline_bench.probes import flops, reference_data
 from rl_pipeline_bench.probes.efficiency import trainer_efficiency
 

@@ -123,7 +123,7 @@ def test_bench_probe_storage_reads_its_settings_from_the_spec(config, tmp_path, 
     import yaml
 
     from rl_pipeline_bench.cli import main as bench
-    from rl_pipeline_bench.spec import build_spec, write_spec
+    from rl_pipeline_bench.settings.spec import build_spec, write_spec
 
     config["probes"]["storage"].update(directory=str(tmp_path / "scratch"), engine="python")
     config["suites"]["smoke"]["probes"]["storage"]["size_bytes"] = 2 * MiB

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from rl_pipeline_bench.evidence import EvidenceWriter
-from rl_pipeline_bench.timestamps import new_run_id
+from rl_pipeline_bench.evidence.store import EvidenceWriter
+from rl_pipeline_bench.records.timestamps import new_run_id
 from rl_pipeline_bench.probes import telemetry
 from rl_pipeline_bench.probes.telemetry import TELEMETRY, TelemetrySampler, beside_run, read_telemetry
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rl_pipeline_bench import backends as registry
-from rl_pipeline_bench import provenance
-from rl_pipeline_bench.provenance import ProvenanceError
+from rl_pipeline_bench.provenance import recipes as provenance
+from rl_pipeline_bench.provenance.recipes import ProvenanceError
 
 REPO = Path(__file__).resolve().parents[1]
 BACKENDS = registry.names(REPO)
@@ -116,7 +116,7 @@ def test_source_hash_sees_code_and_ignores_caches(tmp_path):
     (root / "rules" / ".pytest_cache").mkdir(parents=True)
     (root / "rules" / ".pytest_cache" / "v").write_text("x")
     assert provenance.source_manifest(root) == h0
-    (pkg / "provenance.py").write_text((pkg / "provenance.py").read_text() + "\n")
+    (pkg / "provenance" / "recipes.py").write_text((pkg / "provenance" / "recipes.py").read_text() + "\n")
     h1 = provenance.source_manifest(root)
     assert h1 != h0
     (pkg / "new_module.py").write_text("")

@@ -18,7 +18,7 @@ import pytest
 from lease_helpers import gpu, write_inventory
 from workflow_copy import copy_repo, workflow_env
 
-from rl_pipeline_bench import readiness
+from rl_pipeline_bench.runs import readiness
 
 COMPARISON = {"gpus": 4, "gpu_sets": ["0,1,2,3"], "runtime": "container"}
 UNREACHABLE = {"DOCKER_HOST": "unix:///nonexistent/rl-bench-test.sock", "HF_ENDPOINT": "http://127.0.0.1:9"}
@@ -45,7 +45,7 @@ def _assert_nothing_downloaded(workdir: Path) -> None:
 
 
 def test_comparison_without_gpu_engine_or_hub_stops_before_the_download(workdir):
-    from rl_pipeline_bench.gpus import InventoryError, query_inventory
+    from rl_pipeline_bench.host.gpus import InventoryError, query_inventory
 
     try:
         query_inventory({})
@@ -93,7 +93,7 @@ def test_gpus_are_counted_and_the_gpu_set_found_through_the_inventory(tmp_path, 
 
 def test_the_gpu_kind_is_each_leased_gpus_nvml_name(tmp_path, monkeypatch):
     """The comparison suite's figures are for H200s: four A100s are the wrong machine, named."""
-    from rl_pipeline_bench.config import load_config
+    from rl_pipeline_bench.settings.config import load_config
 
     comparison = load_config()["suites"]["comparison"]
     assert comparison["gpu_kind"] == "H200"  # the suite the contract is for declares it

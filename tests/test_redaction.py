@@ -12,9 +12,9 @@ import pytest
 
 from planted_secrets import MARK, PLANTED_ENV, SHAPELESS
 
-from rl_pipeline_bench import redaction
+from rl_pipeline_bench.records import redaction
 from rl_pipeline_bench.paths import ROOT
-from rl_pipeline_bench.redaction import REDACTED, recorded_env, redact_text
+from rl_pipeline_bench.records.redaction import REDACTED, recorded_env, redact_text
 
 def test_env_is_recorded_by_allow_list():
     rec = recorded_env(PLANTED_ENV)
@@ -181,7 +181,7 @@ def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
     import stat
 
     from rl_pipeline_bench.eval.episodes import write_manifest
-    from rl_pipeline_bench.private_log import private_log_handler
+    from rl_pipeline_bench.records.private_log import private_log_handler
 
     write_manifest(tmp_path, {"command": "x"})
     assert stat.S_IMODE((tmp_path / "manifest.json").stat().st_mode) == 0o600
@@ -201,7 +201,7 @@ def test_eval_manifest_and_log_are_owner_only_and_scrubbed(tmp_path):
 def test_framework_variables_are_recorded_because_their_backend_declares_them():
     """A framework's own prefixes come from its descriptor (Backend.env_prefixes), not a list here."""
     from rl_pipeline_bench import backends
-    from rl_pipeline_bench.redaction import RUN_ENV_PREFIXES
+    from rl_pipeline_bench.records.redaction import RUN_ENV_PREFIXES
 
     declared = {p for b in backends.registered() for p in b.env_prefixes}
     assert {"ART_", "SKYRL_", "VLLM_"} <= declared and not declared & set(RUN_ENV_PREFIXES)

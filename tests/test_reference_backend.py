@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rl_pipeline_bench import workloads as wl
+from rl_pipeline_bench.plan import workloads as wl
 from rl_pipeline_bench.backends import reference
 from rl_pipeline_bench.backends.reference import policy
 from rl_pipeline_bench.backends.reference.policy import ReferenceBackendError
@@ -17,13 +17,13 @@ from rl_pipeline_bench.backends.reference.rollout import (
     CallResult, GroupResult, PolicyBoard, TrajectoryResult, banned_token_mask,
 )
 from rl_pipeline_bench.backends.reference.trainer import Trainer, acceptance, group_advantages, reward
-from rl_pipeline_bench.configfile import get_suite
+from rl_pipeline_bench.records.configfile import get_suite
 from rl_pipeline_bench.contract.summary import summarize
-from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
-from rl_pipeline_bench.timestamps import new_run_id
-from rl_pipeline_bench.reference_model import build_reference_snapshot
-from rl_pipeline_bench.spec import build_spec, check_spec
-from rl_pipeline_bench.runner import RunContext
+from rl_pipeline_bench.evidence.store import EvidenceWriter, read_evidence
+from rl_pipeline_bench.records.timestamps import new_run_id
+from rl_pipeline_bench.models.reference import build_reference_snapshot
+from rl_pipeline_bench.settings.spec import build_spec, check_spec
+from rl_pipeline_bench.runs.runner import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
 

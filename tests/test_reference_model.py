@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rl_pipeline_bench import reference_model as rm
-from rl_pipeline_bench import snapshots
-from rl_pipeline_bench.snapshots import SnapshotError
+from rl_pipeline_bench.models import reference as rm
+from rl_pipeline_bench.models import snapshots
+from rl_pipeline_bench.models.snapshots import SnapshotError
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_CONFIG = REPO / "models" / "tiny_qwen3_moe.yaml"
@@ -142,7 +142,7 @@ def test_autotokenizer_loads_offline_and_template_renders_tools(built, monkeypat
 def test_renderer_gets_exact_lengths_from_this_tokenizer(built):
     from transformers import AutoTokenizer
 
-    from rl_pipeline_bench import render
+    from rl_pipeline_bench.plan import render
 
     tok = AutoTokenizer.from_pretrained(built["snapshot_path"], local_files_only=True)
     for n in (0, 1, 17, 300):

@@ -16,10 +16,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from rl_pipeline_bench.render import (
-    SALT_TOKENS, encode_prompt, prompt_ids, render_messages, text_of_tokens, word_pool,
-)
-from rl_pipeline_bench.workloads import iter_trajectories, load_workload, offered_plan
+from rl_pipeline_bench.plan.render import SALT_TOKENS, encode_prompt, prompt_ids, render_messages, text_of_tokens, word_pool
+from rl_pipeline_bench.plan.workloads import iter_trajectories, load_workload, offered_plan
 
 CHAT_TEMPLATE = r"""{%- for m in messages -%}
 {%- if m.role == 'tool' -%}
@@ -66,9 +64,9 @@ def bytelevel_bpe_tokenizer() -> PreTrainedTokenizerFast:
 def _reference_tokenizer():
     """The reference model's own tokenizer, when its builder module exists."""
     try:
-        mod = importlib.import_module("rl_pipeline_bench.reference_model")
+        mod = importlib.import_module("rl_pipeline_bench.models.reference")
     except ImportError:
-        pytest.skip("rl_pipeline_bench.reference_model not available")
+        pytest.skip("rl_pipeline_bench.models.reference not available")
     build = getattr(mod, "build_tokenizer", None)
     if build is None:
         pytest.skip("reference_model has no build_tokenizer()")

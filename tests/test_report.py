@@ -21,13 +21,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from evidence_fixtures import build_evidence, default_calls  # noqa: E402
 
 from rl_pipeline_bench import jobs  # noqa: E402
-from rl_pipeline_bench.attempts import seed_index  # noqa: E402
+from rl_pipeline_bench.evidence.attempts import seed_index  # noqa: E402
 from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
-from rl_pipeline_bench.evidence_digest import seal  # noqa: E402
+from rl_pipeline_bench.evidence.digest import seal  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.figures import write_offered_figure  # noqa: E402
-from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
-from rl_pipeline_bench.workloads import read_plan, spec_plan, write_plan  # noqa: E402
+from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
+from rl_pipeline_bench.plan.workloads import read_plan, spec_plan, write_plan  # noqa: E402
 
 WORKLOADS = ["multi_turn", "long_generation"]
 BACKENDS = ["art", "skyrl"]
@@ -368,7 +368,7 @@ def test_report_judges_a_run_once_when_its_evidence_changed(config, tmp_path):
     inputs = _one_run_inputs(tmp_path, spec, path)
     (path / "calls.parquet").write_bytes(b"changed after the summary")
     index = tmp_path / "results" / "attempts.jsonl"
-    from rl_pipeline_bench.attempts import append_event
+    from rl_pipeline_bench.evidence.attempts import append_event
 
     append_event(index, "summarized", path.name, valid=False, reasons=["calls_corrupt: a later re-scoring"])
     reports = _render(tmp_path, inputs, "reports")

@@ -18,7 +18,7 @@ import pytest
 
 from evidence_fixtures import build_evidence
 from rl_pipeline_bench.contract.summary import summarize_to_file
-from rl_pipeline_bench.atomicfile import atomic_write_json
+from rl_pipeline_bench.records.atomicfile import atomic_write_json
 from rl_pipeline_bench.probes.allreduce import ALLREDUCE_SCHEMA, sweep_rows
 from rl_pipeline_bench.probes.run_infra import summarize_run_infra
 from rl_pipeline_bench.probes.storage import run_storage_probe
@@ -126,7 +126,7 @@ def test_wrong_input_file_is_named(workspace, tmp_path):
 def test_run_infra_summary_refuses_a_run_of_another_spec(config, workspace, tmp_path):
     """`bench probe summarize-run --spec` (in the summarize_run rule): run.json and manifest must name the spec's hash."""
     from rl_pipeline_bench.probes.run_infra import summarize_run_json
-    from rl_pipeline_bench.spec import SpecError, build_spec, write_spec
+    from rl_pipeline_bench.settings.spec import SpecError, build_spec, write_spec
 
     doc = build_spec(config, "smoke")
     spec = write_spec(doc, tmp_path / f"{doc['id']}.json")

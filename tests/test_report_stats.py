@@ -17,11 +17,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from evidence_fixtures import build_evidence  # noqa: E402
 
-from rl_pipeline_bench.attempts import append_event, seed_index  # noqa: E402
+from rl_pipeline_bench.evidence.attempts import append_event, seed_index  # noqa: E402
 from rl_pipeline_bench.contract.summary import summarize_to_file  # noqa: E402
 from rl_pipeline_bench.report import ReportInputError, render_report  # noqa: E402
 from rl_pipeline_bench.report.stats import StatsSettings, compare, describe, noise_warnings  # noqa: E402
-from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
+from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
 
 SETTINGS = StatsSettings()
 #: Seconds per update of each trial: art is steady (CV 0.5 %), skyrl noisy and faster.

@@ -8,16 +8,7 @@ import itertools
 import pytest
 
 from frameworks.bench_fixtures import FakeChatServer, small_plan_rows, wordlevel_tokenizer
-from rl_pipeline_bench.rollout import (
-    CHAT_TEMPLATE_KWARGS,
-    CompletionLengthError,
-    build_chat_request,
-    check_completion,
-    default_extra_body,
-    merge_extra_body,
-    run_trajectory,
-    synthetic_reward,
-)
+from rl_pipeline_bench.backends.framework.rollout import CHAT_TEMPLATE_KWARGS, CompletionLengthError, build_chat_request, check_completion, default_extra_body, merge_extra_body, run_trajectory, synthetic_reward
 
 
 def test_merge_keeps_chat_template_defaults_and_extends_nested():

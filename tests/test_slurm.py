@@ -23,7 +23,7 @@ import yaml
 from lease_helpers import gpu, write_inventory
 from rl_pipeline_bench.leases import EXIT_REFUSED
 from rl_pipeline_bench.paths import ROOT
-from rl_pipeline_bench.slurm import SlurmAllocationError, allocated_gpu_spec, current_job
+from rl_pipeline_bench.host.slurm import SlurmAllocationError, allocated_gpu_spec, current_job
 
 # Slow tier (tests/conftest.py): jobs submitted to the real SLURM cluster.
 pytestmark = pytest.mark.cluster

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_pipeline_bench import snapshots
-from rl_pipeline_bench.snapshots import SnapshotError
+from rl_pipeline_bench.models import snapshots
+from rl_pipeline_bench.models.snapshots import SnapshotError
 
 REPO = Path(__file__).resolve().parents[1]
 REPO_ID = "test-org/tiny-model"

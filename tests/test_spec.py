@@ -8,11 +8,9 @@ import pytest
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.cli import main as bench
-from rl_pipeline_bench.configfile import ConfigError, get_suite
+from rl_pipeline_bench.records.configfile import ConfigError, get_suite
 from rl_pipeline_bench.contract.settings import ContractSettings
-from rl_pipeline_bench.spec import (
-    SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec,
-)
+from rl_pipeline_bench.settings.spec import SpecError, build_spec, check_evidence_spec, check_spec, load_spec, settings_hash, write_spec
 
 
 def _hash(config, suite="smoke"):
@@ -260,7 +258,7 @@ def test_a_forged_spec_with_a_recomputed_hash_is_refused(config, tmp_path, capsy
 
 def test_every_count_of_the_schema_has_a_maximum():
     """Counts are bounded (docs/run-spec.md, "Bounds"), so a typo is refused instead of exhausting memory."""
-    from rl_pipeline_bench.config import config_schema
+    from rl_pipeline_bench.settings.config import config_schema
 
     unbounded = []
 
@@ -284,7 +282,7 @@ def test_every_count_of_the_schema_has_a_maximum():
 def _local_record(config, tmp_path, **build_edits):
     """A model identity record whose snapshot says it was built from the smoke model's build config (edited)."""
     from rl_pipeline_bench.paths import ROOT
-    from rl_pipeline_bench.reference_model import BUILD_RECORD, load_build_config
+    from rl_pipeline_bench.models.reference import BUILD_RECORD, load_build_config
 
     model = config["models"]["reference-tiny-qwen3moe"]
     snap = tmp_path / f"snapshot-{len(list(tmp_path.glob('snapshot-*')))}"
@@ -296,7 +294,7 @@ def _local_record(config, tmp_path, **build_edits):
 
 
 def test_a_run_refuses_a_model_record_that_is_not_the_specs_model(config, tmp_path, capsys):
-    from rl_pipeline_bench.model_identity import check_model_record
+    from rl_pipeline_bench.models.identity import check_model_record
 
     spec = check_spec(build_spec(config, "smoke"))
     model = spec.settings["model"]

@@ -91,7 +91,7 @@ def test_every_job_uses_the_override(override_run):
     planned = json.loads(plan.stdout)["spec"]
     assert planned["id"] == doc["id"] and planned["settings"] == doc["settings"] and planned["about"]["trials"] == 2
     # the plan, both trials' runs, their summaries and the report all ran under the override's spec
-    from rl_pipeline_bench.workloads import read_plan_meta
+    from rl_pipeline_bench.plan.workloads import read_plan_meta
 
     meta = read_plan_meta(workdir / f"results/workloads/{spec}/tool_history.parquet")
     assert meta["spec_hash"] == doc["hash"] and meta["spec"]["scale"] == 0.01

@@ -6,18 +6,12 @@ import re
 
 import pytest
 
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.records.configfile import ConfigError
 from rl_pipeline_bench.backends.art.contract import TOPOLOGY as ART_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import TOPOLOGY as SKYRL_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import skyrl_workers
-from rl_pipeline_bench.spec import build_spec, check_spec
-from rl_pipeline_bench.topology import (
-    Topology,
-    is_supplemental,
-    preflight,
-    suite_problems,
-    variant_label,
-)
+from rl_pipeline_bench.settings.spec import build_spec, check_spec
+from rl_pipeline_bench.backends.topology import Topology, is_supplemental, preflight, suite_problems, variant_label
 
 
 def _spec(config, name="comparison", **changes):

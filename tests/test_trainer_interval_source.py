@@ -12,8 +12,8 @@ import json
 from evidence_fixtures import build_evidence
 
 from rl_pipeline_bench.contract.summary import summarize
-from rl_pipeline_bench.topology import CONTROLLER_INTERVAL
-from rl_pipeline_bench.evidence import MANIFEST
+from rl_pipeline_bench.backends.topology import CONTROLLER_INTERVAL
+from rl_pipeline_bench.evidence.store import MANIFEST
 from rl_pipeline_bench.report.collect import Run
 from rl_pipeline_bench.report.tables import headline_table, runs_table
 

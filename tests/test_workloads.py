@@ -6,14 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_pipeline_bench.configfile import ConfigError
+from rl_pipeline_bench.records.configfile import ConfigError
 from rl_pipeline_bench.contract.settings import ContractSettings
 from rl_pipeline_bench.cli import main as bench
-from rl_pipeline_bench.spec import build_spec, check_spec, write_spec
-from rl_pipeline_bench.workloads import (
-    GROUP_SHARED, PLAN_COLUMNS, call_seed, iter_trajectories, load_workload, offered_plan,
-    quantile_sample, read_plan, read_plan_meta, spec_plan, write_plan,
-)
+from rl_pipeline_bench.settings.spec import build_spec, check_spec, write_spec
+from rl_pipeline_bench.plan.workloads import GROUP_SHARED, PLAN_COLUMNS, call_seed, iter_trajectories, load_workload, offered_plan, quantile_sample, read_plan, read_plan_meta, spec_plan, write_plan
 
 # call_seed("multi_turn", 1, 2, 3, 4, 5) under seeding v1; a change here changes every plan.
 PINNED_CALL_SEED = 6971804490959663169

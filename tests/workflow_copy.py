@@ -48,8 +48,8 @@ def scheduled_jobs(proc: subprocess.CompletedProcess) -> str:
 
 def spec_id(workdir: Path, suite: str = "smoke", configfile: Path | None = None) -> str:
     """The run spec id a suite resolves to in a copy (a --configfile merged the way Snakemake merges it)."""
-    from rl_pipeline_bench.config import load_config
-    from rl_pipeline_bench.spec import build_spec
+    from rl_pipeline_bench.settings.config import load_config
+    from rl_pipeline_bench.settings.spec import build_spec
 
     config = load_config(workdir / "config.yaml", configfiles=[configfile] if configfile else [])
     return build_spec(config, suite)["id"]

@@ -1,13 +1,13 @@
 """Snakemake script for rule model_identity, local models: build config -> snapshot -> identity record.
 
-Thin on purpose: building, hashing and reuse live in rl_pipeline_bench.reference_model.
+Thin on purpose: building, hashing and reuse live in rl_pipeline_bench.models.reference.
 """
 
 import logging
 import sys
 
-from rl_pipeline_bench.reference_model import build_reference_snapshot
-from rl_pipeline_bench.snapshots import SnapshotError, write_record
+from rl_pipeline_bench.models.reference import build_reference_snapshot
+from rl_pipeline_bench.models.snapshots import SnapshotError, write_record
 
 smk = snakemake  # noqa: F821  (injected by Snakemake's script directive)
 logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

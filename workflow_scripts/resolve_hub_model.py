@@ -1,13 +1,13 @@
 """Snakemake script for rule model_identity, hub models: pinned snapshot -> identity record.
 
 Thin on purpose: the logic (download or offline lookup, hub/ layout checks, hashing)
-lives in rl_pipeline_bench.snapshots, where it is unit-tested.
+lives in rl_pipeline_bench.models.snapshots, where it is unit-tested.
 """
 
 import logging
 import sys
 
-from rl_pipeline_bench.snapshots import SnapshotError, hub_identity, write_record
+from rl_pipeline_bench.models.snapshots import SnapshotError, hub_identity, write_record
 
 smk = snakemake  # noqa: F821  (injected by Snakemake's script directive)
 logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

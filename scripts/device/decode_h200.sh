@@ -39,7 +39,7 @@ print(inspect.getsource(cache_utils.StaticLayer.update))
 PY
   python3 - "$DEVICE" <<'PY' 2>&1 | tee -a "$LOG"
 import sys, tempfile, time, torch
-from rl_pipeline_bench.reference_model import build_reference_snapshot
+from rl_pipeline_bench.models.reference import build_reference_snapshot
 from rl_pipeline_bench.backends.reference import policy
 from rl_pipeline_bench.backends.reference.rollout import banned_token_mask
 from rl_pipeline_bench.backends.reference.decode import Batch, Decoder

@@ -45,7 +45,7 @@ COMMAND_MODULES = {
 def __getattr__(name: str):
     """`from rl_pipeline_bench.cli import recipe_manifest, source_manifest` (the seed's one-liner), loaded on use."""
     if name in ("recipe_manifest", "source_manifest"):
-        from . import provenance
+        from .provenance import recipes as provenance
 
         return getattr(provenance, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -103,7 +103,7 @@ _WITH_ACTIONS = frozenset({"attempts", "eval", "lease", "mlflow", "paper", "prob
 def _report_failure(command: str, exc: BaseException, debug: bool) -> None:
     import traceback
 
-    from .redaction import redact_text  # a message may quote a --set value or a URL with credentials
+    from .records.redaction import redact_text  # a message may quote a --set value or a URL with credentials
 
     if debug:
         traceback.print_exception(exc, file=sys.stderr)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from .jsonfile import RunRecordError
+from .records.jsonfile import RunRecordError
 
 log = logging.getLogger("rl_pipeline_bench.jobs")
 
@@ -58,7 +58,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
     With a spec, the run record and the evidence manifest must both name its hash. The
     verdict is appended to the attempts index (default: beside the evidence root).
     """
-    from . import attempts
+    from .evidence import attempts
     from .contract.summary import summarize_to_file
     from .paths import require_regular_file
 
@@ -73,7 +73,7 @@ def summarize_run(run_json: str | Path, out_path: str | Path, log_path: str | Pa
         if not evidence_dir or not isinstance(evidence_dir, str):
             raise RunRecordError(f"{run_json}: no usable 'evidence_dir' (a path); cannot locate the run's evidence")
         if spec_path is not None:
-            from .spec import check_run_spec
+            from .settings.spec import check_run_spec
 
             check_run_spec(record, run_json, Path(evidence_dir), spec_path)
         log.info("summarizing %s -> %s", evidence_dir, out_path)

@@ -33,7 +33,7 @@ RUN_INFRA = f"{RUN_DIR}/infra.json"
 PLAN_FILE = f"{RESULTS}/workloads/{{spec}}/{{workload}}.parquet"
 OFFERED_FIGURE = f"{RESULTS}/workloads/{{spec}}/{{workload}}.offered.png"
 EVIDENCE_ROOT = f"{RESULTS}/evidence"
-#: Every attempt's events (rl_pipeline_bench.attempts), beside the evidence root.
+#: Every attempt's events (rl_pipeline_bench.evidence.attempts), beside the evidence root.
 ATTEMPTS_INDEX = f"{RESULTS}/attempts.jsonl"
 PROBE_RECORD = f"{RESULTS}/probes/{{spec}}/{{probe}}.json"
 ALLREDUCE_SWEEP = f"{RESULTS}/probes/{{spec}}/allreduce.parquet"

@@ -226,11 +226,11 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
     """
     import copy
 
-    from rl_pipeline_bench.config import load_config
-    from rl_pipeline_bench.evidence import EvidenceWriter
-    from rl_pipeline_bench.runner import RunContext
-    from rl_pipeline_bench.spec import build_spec, check_spec
-    from rl_pipeline_bench.workloads import load_workload, offered_plan
+    from rl_pipeline_bench.settings.config import load_config
+    from rl_pipeline_bench.evidence.store import EvidenceWriter
+    from rl_pipeline_bench.runs.runner import RunContext
+    from rl_pipeline_bench.settings.spec import build_spec, check_spec
+    from rl_pipeline_bench.plan.workloads import load_workload, offered_plan
 
     config = copy.deepcopy(load_config())
     config["suites"]["comparison"].update(scale=0.01, skyrl_batch_size=1,
@@ -251,7 +251,7 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
 def run_as_bench_run(ctx) -> None:
     """Run a context's backend as `bench run` does in the image: its SIGTERM handler installed,
     any failure recorded in the manifest (as runner.run_benchmark does), exit status 1."""
-    from rl_pipeline_bench import image_runs
+    from rl_pipeline_bench.runs import image_runs
     from rl_pipeline_bench.backends import get
 
     image_runs.stop_on_sigterm()

@@ -42,10 +42,10 @@ from rl_pipeline_bench.backends.art import metrics as art_metrics  # noqa: E402
 from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_dir  # noqa: E402
 from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
 from rl_pipeline_bench.backends.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
-from rl_pipeline_bench.framework_support import support_main  # noqa: E402
-from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS, run_trajectory, synthetic_reward  # noqa: E402
+from rl_pipeline_bench.settings.config import load_config  # noqa: E402
+from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
+from rl_pipeline_bench.backends.framework.support import support_main  # noqa: E402
+from rl_pipeline_bench.backends.framework.rollout import CHAT_TEMPLATE_KWARGS, run_trajectory, synthetic_reward  # noqa: E402
 
 
 
@@ -406,8 +406,8 @@ def test_model_dir_binding_points_at_the_snapshot(tmp_path):
 def test_run_records_the_framework_then_needs_the_snapshot(config, tmp_path):
     """run(ctx) with the installed ART: support facts and version in the manifest before any model work."""
     from rl_pipeline_bench.backends import get
-    from rl_pipeline_bench.evidence import EvidenceWriter, read_evidence
-    from rl_pipeline_bench.workloads import load_workload, offered_plan
+    from rl_pipeline_bench.evidence.store import EvidenceWriter, read_evidence
+    from rl_pipeline_bench.plan.workloads import load_workload, offered_plan
 
     run_spec = check_spec(build_spec(config, "comparison"))
     spec = load_workload(config, "multi_turn", run_spec.settings["scale"])

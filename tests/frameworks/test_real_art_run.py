@@ -47,7 +47,7 @@ from art.serving_capabilities import ART_SERVING_PROTOCOL_VERSION, ServingCapabi
 
 from rl_pipeline_bench.backends import get  # noqa: E402
 from rl_pipeline_bench.backends.art import driver  # noqa: E402
-from rl_pipeline_bench.evidence import read_evidence  # noqa: E402
+from rl_pipeline_bench.evidence.store import read_evidence  # noqa: E402
 
 
 #: Updates' worth of plan groups offered: ART's online autotuner may take several groups per step.

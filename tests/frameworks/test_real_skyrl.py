@@ -44,11 +44,11 @@ from rl_pipeline_bench.backends.skyrl import metrics as sky_metrics  # noqa: E40
 from rl_pipeline_bench.backends.skyrl.driver import ServedPolicy, generate_group, generator_failed  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.token_calls import observation_ids  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, check_support  # noqa: E402
-from rl_pipeline_bench.framework_support import SupportError, check_in_python, refuse_gaps  # noqa: E402
-from rl_pipeline_bench.config import load_config  # noqa: E402
-from rl_pipeline_bench.spec import build_spec, check_spec  # noqa: E402
-from rl_pipeline_bench.rollout import CHAT_TEMPLATE_KWARGS  # noqa: E402
-from rl_pipeline_bench.workloads import load_workload  # noqa: E402
+from rl_pipeline_bench.backends.framework.support import SupportError, check_in_python, refuse_gaps  # noqa: E402
+from rl_pipeline_bench.settings.config import load_config  # noqa: E402
+from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
+from rl_pipeline_bench.backends.framework.rollout import CHAT_TEMPLATE_KWARGS  # noqa: E402
+from rl_pipeline_bench.plan.workloads import load_workload  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +191,7 @@ def test_later_calls_extend_earlier_ones_even_with_special_tokens_in_completions
 
 
 def test_a_short_completion_is_refused():
-    from rl_pipeline_bench.rollout import CompletionLengthError
+    from rl_pipeline_bench.backends.framework.rollout import CompletionLengthError
 
     tok = wordlevel_tokenizer()
     with FakeChatServer(tok, short_by=1) as server:

@@ -37,7 +37,7 @@ from skyrl.train.utils import vllm_metrics_scraper  # noqa: E402
 from skyrl_doubles import LoopbackInference, RecordingWorkerDispatch  # noqa: E402
 
 from rl_pipeline_bench.backends import get  # noqa: E402
-from rl_pipeline_bench.evidence import read_evidence  # noqa: E402
+from rl_pipeline_bench.evidence.store import read_evidence  # noqa: E402
 
 MEGATRON_WORKER = "skyrl.backends.skyrl_train.workers.megatron.megatron_worker"
 

@@ -15,17 +15,19 @@ from pathlib import Path
 
 #: Where the registered backend packages live in a source tree (relative to its root).
 PACKAGE_DIR = Path("src") / "rl_pipeline_bench" / "backends"
+#: Subpackages that are not backends: the framework kit the framework drivers share.
+SHARED_PACKAGES = frozenset({"framework"})
 
 
 def names(root: Path | str | None = None) -> list[str]:
     """Registered backend names, sorted: the backend packages of this installation, or of tree `root`."""
     path = Path(root) / PACKAGE_DIR if root is not None else Path(__file__).parent
-    return sorted(m.name for m in pkgutil.iter_modules([str(path)]) if m.ispkg)
+    return sorted(m.name for m in pkgutil.iter_modules([str(path)]) if m.ispkg and m.name not in SHARED_PACKAGES)
 
 
 def get(name: str):
     """The descriptor of backend `name`; an unknown name fails listing the registered ones."""
-    from ..configfile import check_member
+    from ..records.configfile import check_member
 
     check_member("backend", name, names())
     module = importlib.import_module(f"{__name__}.{name}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-#: A check of one run spec (rl_pipeline_bench.spec.RunSpec) for this backend -> problems, each naming its config key.
+#: A check of one run spec (rl_pipeline_bench.settings.spec.RunSpec) for this backend -> problems, each naming its config key.
 SuiteCheck = Callable[[Any], list[str]]
 #: A check of one run's evidence manifest -> summary reasons, each "code: detail".
 EvidenceCheck = Callable[[Mapping[str, Any]], list[str]]
@@ -41,14 +41,14 @@ class Backend:
     """A backend's self-description; `run(ctx)` is its only entry point.
 
     name: the package name under `rl_pipeline_bench.backends` (and of `containers/<name>/`).
-    run: runs one benchmark (rl_pipeline_bench.runner.RunContext); raises on failure.
+    run: runs one benchmark (rl_pipeline_bench.runs.runner.RunContext); raises on failure.
     devices: suite `device` values it runs on.
     gpus: the exact GPU count a run needs (None: whatever the suite leases).
-    topology: its contract parallel layout (rl_pipeline_bench.topology.Topology), if fixed.
+    topology: its contract parallel layout (rl_pipeline_bench.backends.topology.Topology), if fixed.
     models: the model repo ids it supports (None: any model of the config).
     model_sources: the model `source` kinds it accepts (a framework needs a pinned hub snapshot).
     Every callable below that takes a suite's settings takes the resolved run spec
-    (rl_pipeline_bench.spec.RunSpec: `spec.contract`, `spec.model`, `spec.backend_settings(name)`,
+    (rl_pipeline_bench.settings.spec.RunSpec: `spec.contract`, `spec.model`, `spec.backend_settings(name)`,
     `spec.get(suite_key)`), the one shape every job reads.
 
     trainer_ranks: spec -> the ranks its trainer_intervals.parquet must carry.
@@ -65,9 +65,9 @@ class Backend:
         for those of its `packages` that do not live in the run's own environment (ART's vLLM
         and Megatron-Core runtimes); called in the run's process, None where not found.
     env_prefixes: prefixes of the environment variables that shape its runs (its framework's own
-        knobs); manifests record them beside the common ones (rl_pipeline_bench.redaction).
+        knobs); manifests record them beside the common ones (rl_pipeline_bench.records.redaction).
     run_variables: {name: why} variables under its prefixes whose VALUES its manifests record
-        (any other allowed variable is recorded by name only; rl_pipeline_bench.redaction).
+        (any other allowed variable is recorded by name only; rl_pipeline_bench.records.redaction).
     host_hooks: {name: HostHook} environment changes some hosts need for its runs (opt-in by name).
     suite_schema: JSON-schema properties it adds to every suite (its own suite keys).
     config_schema: JSON schema of its top-level config section `<name>:` (required when given).

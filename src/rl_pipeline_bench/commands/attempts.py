@@ -1,4 +1,4 @@
-"""`bench attempts seed|list`: the attempts index (paths.ATTEMPTS_INDEX, rl_pipeline_bench.attempts)."""
+"""`bench attempts seed|list`: the attempts index (paths.ATTEMPTS_INDEX, rl_pipeline_bench.evidence.attempts)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .. import paths
 
 
 def _seed(args: argparse.Namespace) -> int:
-    from ..attempts import seed_index
+    from ..evidence.attempts import seed_index
 
     if not args.evidence_root.is_dir():  # nothing to seed from is a mistake, not "0 added"
         raise FileNotFoundError(2, "no such evidence directory", str(args.evidence_root))
@@ -22,7 +22,7 @@ def _seed(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from ..attempts import read_attempts
+    from ..evidence.attempts import read_attempts
     from ..paths import require_regular_file
 
     require_regular_file(args.index, "attempts index")  # a FIFO would block the reader forever

@@ -60,7 +60,7 @@ def register(subparsers) -> None:
 
 
 def _spec_from_config(suite: str, settings_json: str | None, seed: int | None) -> dict:
-    from ..config import load_config
+    from ..settings.config import load_config
     from ..eval import spec as eval_spec
 
     config = load_config()
@@ -69,7 +69,7 @@ def _spec_from_config(suite: str, settings_json: str | None, seed: int | None) -
         try:
             settings = json.loads(settings_json)
         except ValueError as exc:
-            from ..config import ConfigError
+            from ..settings.config import ConfigError
 
             raise ConfigError(f"--settings-json is not JSON: {exc}") from None
         config["eval_suites"] = {**(config.get("eval_suites") or {}), suite: settings}
@@ -79,8 +79,8 @@ def _spec_from_config(suite: str, settings_json: str | None, seed: int | None) -
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from ..configfile import ConfigError
-    from ..atomicfile import atomic_write_json
+    from ..records.configfile import ConfigError
+    from ..records.atomicfile import atomic_write_json
 
     spec = _spec_from_config(args.suite, args.settings_json, args.seed)
     if args.expect_hash and args.expect_hash != spec["hash"]:
@@ -96,7 +96,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 
 def _user_config(args) -> dict:
-    from ..configfile import ConfigError
+    from ..records.configfile import ConfigError
     from ..eval.policies.loader import checkpoint_id
 
     config = {"libero_assets": args.libero_assets, "robotwin_assets": args.robotwin_assets,
@@ -137,7 +137,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from ..config import load_config
+    from ..settings.config import load_config
     from ..eval import envs, spec as eval_spec
 
     config = load_config()

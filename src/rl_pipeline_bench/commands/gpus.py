@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..gpus import InventoryError, query_inventory
+from ..host.gpus import InventoryError, query_inventory
 from ..leases import LockDir, LockDirError, list_leases, resolve_lock_dir
 
 

@@ -71,7 +71,7 @@ def cmd_run(args) -> int:
         print("bench lease: --cleanup-timeout must be >= 0", file=sys.stderr)
         return EXIT_REFUSED
     if args.memory_threshold_mib is not None:
-        from ..config import ConfigError, check_options
+        from ..settings.config import ConfigError, check_options
 
         try:  # as config `lease.memory_threshold_mib`; -5 used to refuse every GPU as "in use"
             check_options({"memory_threshold_mib": args.memory_threshold_mib}, "lease",
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValueError as exc:
-        from ..configfile import ConfigError  # lazy: jsonschema is read only when no flag/env says it all
+        from ..records.configfile import ConfigError  # lazy: jsonschema is read only when no flag/env says it all
 
         if not isinstance(exc, ConfigError):
             raise

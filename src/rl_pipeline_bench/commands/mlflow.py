@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..atomicfile import atomic_write_json
+    from ..records.atomicfile import atomic_write_json
     from ..jobs import job_log
     from ..tracking import mlflow_export
     from ..tracking.records import BUILDERS, discover

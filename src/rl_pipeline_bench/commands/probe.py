@@ -17,7 +17,7 @@ from .. import paths
 
 
 def _emit(record: dict, output: Path | None) -> None:
-    from ..atomicfile import atomic_write_json
+    from ..records.atomicfile import atomic_write_json
 
     if output is None:
         print(json.dumps(record, indent=2))
@@ -44,7 +44,7 @@ def _settings(args, section: str) -> dict:
         flags = ", ".join("--timeout" if k == "timeout_s" else "--" + k.replace("_", "-") for k in given)
         raise SystemExit(f"bench probe {section}: {flags} and --spec: the spec's probes.{section} gives the "
                          "settings (drop the flags, or drop --spec and name a --config)")
-    from ..config import check_options
+    from ..settings.config import check_options
 
     check_options(given, f"probes/{section}",  # the flags refuse what the config keys refuse
                   {k: "--timeout" if k == "timeout_s" else "--" + k.replace("_", "-") for k in given})
@@ -84,7 +84,7 @@ def _allreduce(args) -> int:
     if args.output is not None:
         import pyarrow as pa
 
-        from ..atomicfile import atomic_write_table
+        from ..records.atomicfile import atomic_write_table
 
         args.output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_table(args.output.with_suffix(".parquet"), pa.Table.from_pylist(record["rows"]))
@@ -108,7 +108,7 @@ def _storage(args) -> int:
 
 
 def _snapshot_of(model_record: Path) -> Path:
-    from ..jsonfile import read_json
+    from ..records.jsonfile import read_json
 
     record = read_json(model_record, "model record")
     snapshot = record.get("snapshot_path")
@@ -146,7 +146,7 @@ def _gemm(args) -> int:
 def _model_flops(args) -> int:
     from ..probes.flops import model_card
 
-    from ..jsonfile import read_json
+    from ..records.jsonfile import read_json
 
     record = read_json(args.model_record, "model record")
     card = model_card(_snapshot_of(args.model_record))

@@ -17,7 +17,7 @@ from ..paths import ROOT
 
 
 def _emit(record: dict, output: str | None) -> None:
-    from ..atomicfile import write_json_atomic
+    from ..records.atomicfile import write_json_atomic
 
     if output:
         write_json_atomic(record, output)
@@ -27,7 +27,7 @@ def _emit(record: dict, output: str | None) -> None:
 
 
 def _provenance(args: argparse.Namespace) -> int:
-    from .. import provenance
+    from ..provenance import recipes as provenance
 
     try:
         if args.what == "recipe":
@@ -47,7 +47,7 @@ def _provenance(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .. import images, provenance
+    from ..provenance import images, recipes as provenance
 
     log_fh = open(args.log, "a") if args.log else None
 
@@ -73,18 +73,20 @@ def _preflight(args: argparse.Namespace) -> int:
     """Everything a run must prove before a GPU lease: model snapshot, then image or native prefix."""
     import os
 
-    from .. import image_runs, images, provenance, snapshots
-    from ..framework_support import SupportError
-    from ..topology import preflight as topology_preflight
+    from ..runs import image_runs
+    from ..provenance import images, recipes as provenance
+    from ..models import snapshots
+    from ..backends.framework.support import SupportError
+    from ..backends.topology import preflight as topology_preflight
 
     if args.spec:  # the workflow: the resolved spec, never config.yaml
-        from ..spec import load_spec
+        from ..settings.spec import load_spec
 
         spec = load_spec(args.spec)
         args.runtime = args.runtime or spec.runtime
         result: dict = {"spec": spec.id, "suite": spec.suite_name}
     elif args.suite:
-        from ..spec import spec_from_config_file
+        from ..settings.spec import spec_from_config_file
 
         spec = spec_from_config_file(args.config, args.suite)
         result = {"suite": spec.suite_name}
@@ -128,15 +130,16 @@ def _framework_support(args: argparse.Namespace, spec, result: dict) -> dict:
     """Ask the framework, in its own environment, whether it can express the contract; refuse on gaps."""
     import os
 
-    from .. import backends, image_runs
-    from .. import framework_support as fs
+    from .. import backends
+    from ..runs import image_runs
+    from ..backends.framework import support as fs
 
     native_config = backends.get(args.backend).native_support
     if native_config is None:  # a backend without a separate framework (the reference backend)
         return {}
     native = native_config(spec)
     if args.runtime == "container" and not image_runs.in_place():
-        from .. import images
+        from ..provenance import images
 
         answer = fs.check_in_image(args.backend, native, result["image"]["image_id"], images.engine_client())
     else:
@@ -148,9 +151,9 @@ def _framework_support(args: argparse.Namespace, spec, result: dict) -> dict:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from .. import snapshots
-    from ..config import load_config
-    from ..configfile import check_member
+    from ..models import snapshots
+    from ..settings.config import load_config
+    from ..records.configfile import check_member
 
     overrides = {"hf_cache": args.hf_cache} if args.hf_cache else None
     config = load_config(args.config, overrides)

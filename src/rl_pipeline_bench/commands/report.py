@@ -59,15 +59,15 @@ def register(subparsers) -> None:
 
 def _common(args: argparse.Namespace):
     """(spec, suite, stats settings, attempts index) from the shared arguments."""
-    from ..attempts import index_for
+    from ..evidence.attempts import index_for
     from ..report.stats import StatsSettings
-    from ..spec import load_spec
+    from ..settings.spec import load_spec
 
     spec = load_spec(args.spec) if args.spec is not None else None
     suite = args.suite or (spec.suite_name if spec is not None else None)
     if suite is None:
         raise SystemExit(f"bench {args.command}: give --spec (or at least --suite)")
-    from ..config import check_options
+    from ..settings.config import check_options
 
     given = {k: v for k in ("cv_bound", "min_trials", "confidence", "bootstrap_resamples")
              if (v := getattr(args, k)) is not None}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..configfile import ConfigError
+from ..records.configfile import ConfigError
 from .. import paths
 from ..paths import CONFIG_PATH, ROOT
 
@@ -47,7 +47,7 @@ def add_spec_args(p, *, suite: bool = True) -> None:
 
 def spec_of(args):
     """The RunSpec a command works under: the --spec file, else resolved from the config."""
-    from ..spec import load_spec, spec_from_config_file
+    from ..settings.spec import load_spec, spec_from_config_file
 
     if args.spec is not None:
         spec = load_spec(args.spec)
@@ -59,13 +59,13 @@ def spec_of(args):
 
 
 def cmd_run(args) -> int:
-    from ..runner import execute_run
+    from ..runs.runner import execute_run
 
     if (args.backend is None) != (args.workload is None):
         raise ConfigError("run: give both --backend and --workload (one run), or neither (the whole suite, "
                           "through the workflow: bench run --suite NAME [--gpus SET])")
     if args.backend is None or args.gpus is not None:
-        from ..workflow_launch import run_through_workflow, suite_of_run
+        from ..runs.workflow_launch import run_through_workflow, suite_of_run
 
         args.suite = suite_of_run(args, parse_overrides(args.set))
         return run_through_workflow(args, spec_of(args))
@@ -109,7 +109,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_write_plan(args) -> int:
-    from ..workloads import spec_plan, write_plan
+    from ..plan.workloads import spec_plan, write_plan
 
     spec = spec_of(args)
     ws, plan, meta = spec_plan(spec, args.workload)

@@ -8,7 +8,7 @@ from ..paths import SCHEMA_PATH
 
 
 def cmd_schema(args) -> int:
-    from ..config import config_schema
+    from ..settings.config import config_schema
 
     print(json.dumps(config_schema(args.schema), indent=2))
     return 0

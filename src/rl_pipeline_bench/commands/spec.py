@@ -16,7 +16,7 @@ from .. import paths
 
 
 def _write(args: argparse.Namespace) -> int:
-    from ..spec import write_spec
+    from ..settings.spec import write_spec
 
     try:
         doc = json.loads(args.doc)
@@ -28,7 +28,7 @@ def _write(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from ..spec import load_spec
+    from ..settings.spec import load_spec
 
     spec = load_spec(args.path)
     print(f"{args.path}: spec {spec.id} ok (schema, hash and file name agree)")

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .intervals import interval_union_length
-from ..call_identity import row_label
+from ..plan.call_identity import row_label
 from .reasons import TRAINER_SHARE_FLOOR
 
 #: Tokens a framework may count per call beside the completion (an end-of-turn token).
@@ -231,7 +231,7 @@ def check_intervals(updates: pd.DataFrame, intervals: pd.DataFrame, reasons: lis
 
 
 def _safe_name() -> re.Pattern:
-    from ..configfile import safe_name_regex
+    from ..records.configfile import safe_name_regex
 
     return re.compile(f"^(?:{safe_name_regex()})$")
 

@@ -19,10 +19,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .. import plan_identity
-from ..call_identity import row_label
-from ..atomicfile import atomic_write_json
-from ..evidence import Evidence, read_evidence
+from . import plan_identity
+from ..plan.call_identity import row_label
+from ..records.atomicfile import atomic_write_json
+from ..evidence.store import Evidence, read_evidence
 from . import reconcile
 from .intervals import interval_union_length
 from .settings import ContractSettings
@@ -127,7 +127,7 @@ def _check_status(manifest: dict | None, reasons: list[str]) -> None:
             gist = lines[-1] if lines[0].startswith("Traceback") else lines[0]
             detail += f" (error: {gist[:200]})"
         elif status == "running":
-            from ..liveness import describe
+            from ..host.liveness import describe
 
             detail += f" ({describe(manifest.get('supervisor'))})"
         reasons.append(f"status_not_completed: {detail}")
@@ -446,7 +446,7 @@ def summarize(evidence_dir: Path | str, run_record: Mapping[str, Any] | None = N
 
     run_record: the run.json that points at the directory; it must name the same run.
     """
-    from ..evidence_digest import evidence_digest, seal
+    from ..evidence.digest import evidence_digest, seal
 
     digest = evidence_digest(evidence_dir)  # the bytes about to be read: the report re-checks them
     summary = summarize_evidence(read_evidence(evidence_dir), run_record)

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ..configfile import ConfigError
+from ..records.configfile import ConfigError
 
 BENCHMARKS = ("robosuite", "libero", "robotwin")
 

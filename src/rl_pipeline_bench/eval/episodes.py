@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from ..atomicfile import PRIVATE_MODE, atomic_write_json, atomic_write_table
+from ..records.atomicfile import PRIVATE_MODE, atomic_write_json, atomic_write_table
 
 SCHEMA = "rl-bench/eval-evidence/v1"
 MANIFEST = "manifest.json"

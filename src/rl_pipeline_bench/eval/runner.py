@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from ..configfile import ConfigError
-from ..atomicfile import atomic_write_json
-from ..private_log import private_log_handler
-from ..timestamps import utc_now_iso
-from ..hostinfo import host_info
-from ..redaction import redact_text
+from ..records.configfile import ConfigError
+from ..records.atomicfile import atomic_write_json
+from ..records.private_log import private_log_handler
+from ..records.timestamps import utc_now_iso
+from ..host.hostinfo import host_info
+from ..records.redaction import redact_text
 from . import benchmarks, envs, protocol
 from .envs.base import package_versions
 from .episodes import LOG, SCHEMA, new_eval_run_id, write_episodes, write_manifest

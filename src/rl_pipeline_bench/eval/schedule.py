@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..configfile import ConfigError
+from ..records.configfile import ConfigError
 
 PATTERN = re.compile(r"^global_step_(\d+)$")
 

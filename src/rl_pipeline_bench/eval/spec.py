@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..configfile import ConfigError
-from ..settings_hash import settings_hash as hash_of
+from ..records.configfile import ConfigError
+from ..records.settings_hash import settings_hash as hash_of
 from . import benchmarks
 
 PROTOCOL = "rlinf-eval/v1"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..configfile import ConfigError
-from ..atomicfile import atomic_write_json
+from ..records.configfile import ConfigError
+from ..records.atomicfile import atomic_write_json
 from . import spec as eval_spec
 from .aggregate import summarize
 from .episodes import read_episodes, read_manifest

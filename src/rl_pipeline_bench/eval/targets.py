@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import paths
-from ..configfile import ConfigError
+from ..records.configfile import ConfigError
 from . import spec as eval_spec
 from .policies.loader import BUILTIN, checkpoint_id, configured_checkpoints
 

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..atomicfile import write_json_atomic
+from ..records.atomicfile import write_json_atomic
 from . import collect, manifests, markers
 from .api import ClusterError
 from .request import QualifyRequest

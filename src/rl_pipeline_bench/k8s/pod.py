@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import provenance
-from ..atomicfile import write_json_atomic
+from ..provenance import recipes as provenance
+from ..records.atomicfile import write_json_atomic
 from . import markers
 from ..paths import ROOT
 from .manifests import ABORT, COLLECTED_ANNOTATION, RELEASE_ANNOTATION
@@ -95,12 +95,12 @@ def wait_for_annotation(podinfo: Path, key: str, uid: str, timeout_s: float, pol
 
 def model_record(config: dict[str, Any], model: str, cache: Path) -> dict[str, Any]:
     """The model identity from the mounted HF cache: hub models offline (never fetched), local ones built."""
-    from ..snapshots import hub_identity, model_rule_params
+    from ..models.snapshots import hub_identity, model_rule_params
 
     p = model_rule_params(config, model)
     if p["source"] == "hub":
         return hub_identity(model, p["repo_id"], p["revision"], cache, offline=True)
-    from ..reference_model import build_reference_snapshot
+    from ..models.reference import build_reference_snapshot
 
     return build_reference_snapshot(Path(ROOT) / p["build_config"], cache, model=model, repo_id=p["repo_id"])
 
@@ -160,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
     from .. import backends
-    from ..config import load_config
-    from ..configfile import ConfigError, get_suite
-    from ..spec import build_spec, check_spec
-    from ..topology import preflight as topology_preflight
+    from ..settings.config import load_config
+    from ..records.configfile import ConfigError, get_suite
+    from ..settings.spec import build_spec, check_spec
+    from ..backends.topology import preflight as topology_preflight
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))
     problems: list[str] = []

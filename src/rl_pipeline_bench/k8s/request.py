@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import backends
-from ..config import load_config
-from ..configfile import ConfigError, get_suite
+from ..settings.config import load_config
+from ..records.configfile import ConfigError, get_suite
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

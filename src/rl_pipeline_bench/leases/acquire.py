@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..gpus import Gpu, InventoryError, query_inventory
-from ..redaction import redact_text
+from ..host.gpus import Gpu, InventoryError, query_inventory
+from ..records.redaction import redact_text
 from . import procs
 from .gpu_set import GpuSetError, resolve_gpu_set
 from .store import (
@@ -61,7 +61,7 @@ def utc_now() -> str:
 
 
 def memory_threshold_from_config() -> int:
-    from ..config import load_config
+    from ..settings.config import load_config
 
     return int((load_config().get("lease") or {}).get("memory_threshold_mib", DEFAULT_MEMORY_THRESHOLD_MIB))
 

@@ -6,7 +6,7 @@ host, no device twice, and exactly as many distinct devices as the suite needs.
 
 from __future__ import annotations
 
-from ..gpus import Gpu, Inventory
+from ..host.gpus import Gpu, Inventory
 
 
 class GpuSetError(ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from ..redaction import redact_text
+from ..records.redaction import redact_text
 
 _PR_SET_CHILD_SUBREAPER = 36
 

@@ -61,7 +61,7 @@ def default_lock_dir() -> Path:
 
 
 def _config_lock_dir() -> str | None:
-    from ..config import load_config
+    from ..settings.config import load_config
 
     return (load_config().get("lease") or {}).get("lock_dir")
 

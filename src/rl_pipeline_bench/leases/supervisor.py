@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from .. import slurm
+from ..host import slurm
 from . import procs
 from .acquire import Lease, LeaseRefused, choose_gpu_set, utc_now
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..redaction import recorded_env
+from ..records.redaction import recorded_env
 
 ALLREDUCE_SCHEMA = "rl-bench/probe-allreduce/v1"
 

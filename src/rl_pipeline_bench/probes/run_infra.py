@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..atomicfile import atomic_write_json
-from ..evidence import CALLS, INTERVALS, read_evidence
+from ..records.atomicfile import atomic_write_json
+from ..evidence.store import CALLS, INTERVALS, read_evidence
 from . import phases
 from .efficiency import trainer_efficiency
 from .telemetry import read_telemetry
@@ -68,13 +68,13 @@ def summarize_run_json(run_json: Path | str, card_path: Path | str | None, out_p
 
     With a spec, the run record and its evidence must name that spec's hash (as for summary.json).
     """
-    from ..jsonfile import RunRecordError, read_json
+    from ..records.jsonfile import RunRecordError, read_json
 
     record = read_json(run_json, "run record")
     if not isinstance(record, dict) or not record.get("evidence_dir"):
         raise RunRecordError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
     if spec_path is not None:
-        from ..spec import check_run_spec
+        from ..settings.spec import check_run_spec
 
         check_run_spec(record, Path(run_json), Path(record["evidence_dir"]), spec_path)
     card = read_json(card_path, "FLOPs card") if card_path else None

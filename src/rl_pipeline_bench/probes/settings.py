@@ -5,7 +5,7 @@ what follows from the suite: NCCL on a CUDA suite (one rank per GPU unless `worl
 says otherwise), gloo with two ranks on a CPU suite, the checkpoint probe loading onto
 the suite's device (its LoRA shape is its own setting, `probes.checkpoint.lora_rank/lora_alpha`).
 
-In the run spec (rl_pipeline_bench.spec, docs/run-spec.md) the resolved settings are
+In the run spec (rl_pipeline_bench.settings.spec, docs/run-spec.md) the resolved settings are
 split: what changes a probe's work (sizes, iterations, ranks, the sampler's interval) is
 hashed under `settings.probes`, the scratch directories included (they decide which filesystem
 is measured); how long a probe may take (`PLACEMENT`: the timeouts) is recorded unhashed under

@@ -258,8 +258,8 @@ class TelemetrySampler:
 
     def _write(self, final: bool = False) -> None:
         """One part with the rows since the last write; `final`: the whole table in place of the parts."""
-        from ..atomicfile import atomic_write_table
-        from ..evidence_parts import PARTS_DIR, part_files, part_name, write_part
+        from ..records.atomicfile import atomic_write_table
+        from ..evidence.parts import PARTS_DIR, part_files, part_name, write_part
 
         begin = time.perf_counter()
         fresh = self._rows[self._converted:]
@@ -289,7 +289,7 @@ def read_telemetry(evidence_dir: Path | str) -> tuple[Any, str | None]:
     The whole `telemetry.parquet` of a finished sampler, else the parts of a running or
     crashed one, in sequence order.
     """
-    from ..evidence_parts import part_files, read_part
+    from ..evidence.parts import part_files, read_part
 
     empty = TELEMETRY_SCHEMA.empty_table().to_pandas()
     d = Path(evidence_dir)

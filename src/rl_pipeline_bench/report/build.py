@@ -301,10 +301,10 @@ def collect_report(summary_paths, plan_paths, evidence_root, suite_name: str, sp
     lists every attempt, failed ones included; nothing is re-scored. `stats_settings`
     (report.stats.StatsSettings, default: its defaults) bounds the noise warnings.
     """
-    from ..spec import RunSpec
+    from ..settings.spec import RunSpec
 
     if spec is not None and not isinstance(spec, RunSpec):
-        raise TypeError(f"render_report takes the suite's RunSpec (rl_pipeline_bench.spec.load_spec), "
+        raise TypeError(f"render_report takes the suite's RunSpec (rl_pipeline_bench.settings.spec.load_spec), "
                         f"not a {type(spec).__name__}: the report reads the resolved spec, never the config")
     stats_settings = stats_settings or StatsSettings()
     evidence_root = Path(evidence_root)

@@ -1,5 +1,5 @@
 """Gather what the report is made of: run summaries, their update timelines, offered
-plans, and every attempt of the attempts index (rl_pipeline_bench.attempts).
+plans, and every attempt of the attempts index (rl_pipeline_bench.evidence.attempts).
 
 Nothing here computes a benchmark number: rates come from the contract code's
 summaries, and a broken evidence directory becomes a listed attempt, never a crash.
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..attempts import Attempt, read_attempts, unindexed_dirs
+from ..evidence.attempts import Attempt, read_attempts, unindexed_dirs
 from ..paths import NotARegularFile, require_regular_file
 
 SUMMARY_SCHEMA = "rl-bench/summary/v1"
@@ -169,7 +169,7 @@ def _summary_timeline(summary: dict[str, Any]) -> Timeline | None:
 
 def _distrust(summary: dict[str, Any], evidence_dir: Path | None) -> None:
     """An edited, malformed or out-of-date summary is shown as an invalid run, its reason first."""
-    from ..evidence_digest import summary_problems
+    from ..evidence.digest import summary_problems
 
     problems = summary_problems(summary, evidence_dir)
     if problems:
@@ -185,7 +185,7 @@ def load_run(summary_path: Path | str, evidence_root: Path) -> Run:
     thousand runs' updates tables were most of a large report's time); older ones fall
     back to the evidence's updates table (the only table read).
     """
-    from ..evidence import UPDATES, read_evidence
+    from ..evidence.store import UPDATES, read_evidence
 
     summary = load_summary(summary_path)
     problems: list[str] = []

@@ -10,7 +10,7 @@ import base64
 import os
 from pathlib import Path
 
-from ..atomicfile import atomic_write_bytes
+from ..records.atomicfile import atomic_write_bytes
 
 
 def _umask() -> int:

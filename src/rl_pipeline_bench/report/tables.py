@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from ..attempts import Attempt
+from ..evidence.attempts import Attempt
 from ..contract.settings import ContractSettings
 from .collect import OFFERED_QUANTITIES, Run, offered_lengths
 from .files import write_output

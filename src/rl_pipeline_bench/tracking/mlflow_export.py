@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .. import paths
-from ..configfile import ConfigError
+from ..records.configfile import ConfigError
 from .records import Record
 
 log = logging.getLogger(__name__)

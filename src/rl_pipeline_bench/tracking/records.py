@@ -55,7 +55,7 @@ def _num(x: Any) -> float | None:
 
 
 def _read(path: Path) -> dict:
-    from ..jsonfile import read_json
+    from ..records.jsonfile import read_json
 
     return read_json(path, "summary")
 
@@ -137,7 +137,7 @@ def probe_record(summary_path: Path) -> Record:
     Probe records carry no run id; the key is the schema, label and a hash of the file, which
     the probe writes once and never rewrites.
     """
-    from ..jsonfile import read_json
+    from ..records.jsonfile import read_json
 
     s = read_json(summary_path, "probe record")
     raw = Path(summary_path).read_bytes()

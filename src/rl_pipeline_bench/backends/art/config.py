@@ -35,8 +35,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...rollout import CHAT_TEMPLATE_KWARGS
-from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
+from ..framework.rollout import CHAT_TEMPLATE_KWARGS
+from ..topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
 from .contract import PACKED_SEQUENCE_LENGTH as ART_PACKED_SEQUENCE_LENGTH
 from .contract import TOPOLOGY as ART_TOPOLOGY
@@ -65,7 +65,7 @@ def build_art_config(
     art_path: str | Path | None = None,
     model_path: str | Path | None = None,
 ) -> dict[str, Any]:
-    """ART's native settings for this run spec (rl_pipeline_bench.spec.RunSpec; see the module
+    """ART's native settings for this run spec (rl_pipeline_bench.settings.spec.RunSpec; see the module
     docstring for the keys); it trains N steps (the spec's ContractSettings).
 
     model_path: the pinned snapshot directory (None: the canonical ID, for checks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...topology import Topology
+from ..topology import Topology
 
 #: Megatron TP1 CP2 EP2 on two training GPUs, two inference GPUs.
 TOPOLOGY = Topology(train_gpus=2, inference_gpus=2, tp=1, cp=2, ep=2)

@@ -20,9 +20,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from ...async_signals import run_until_signalled
-from ...rollout import evidence_rows, run_trajectory, synthetic_reward
-from ...topology import preflight
+from ..framework.async_signals import run_until_signalled
+from ..framework.rollout import evidence_rows, run_trajectory, synthetic_reward
+from ..topology import preflight
 from . import metrics
 from .config import build_art_config
 from .support import check_support

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
-from ...topology import CONTROLLER_INTERVAL
+from ..topology import CONTROLLER_INTERVAL
 
 TRAIN_KEYS = {
     "step": "training_step",

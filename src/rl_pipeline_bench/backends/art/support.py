@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable, Iterator
 from unittest import mock
 
-from ...framework_support import run_checks, support_main
+from ..framework.support import run_checks, support_main
 
 #: Contract point -> the native setting that expresses it (named in every refusal).
 CONTRACT_SETTINGS = {

@@ -1,6 +1,6 @@
 """The embedded reference backend: a small, honest asynchronous RL pipeline that runs anywhere.
 
-A tiny locally built Qwen3-MoE (rl_pipeline_bench.reference_model) is loaded twice from
+A tiny locally built Qwen3-MoE (rl_pipeline_bench.models.reference) is loaded twice from
 its Hugging Face snapshot, once for rollout and once for training. Rollout generates
 every planned call at its forced length; the trainer trains a LoRA adapter with a
 group-relative policy gradient on a synthetic reward and publishes it in flight, under
@@ -31,7 +31,7 @@ CONFIG_SCHEMA = {
 
 
 def run(ctx) -> None:
-    """Backend entry point (see rl_pipeline_bench.runner.RunContext)."""
+    """Backend entry point (see rl_pipeline_bench.runs.runner.RunContext)."""
     from .pipeline import run as run_pipeline  # torch/transformers load only when a run starts
 
     run_pipeline(ctx)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ... import paths
-from ...snapshots import SnapshotError, verify_record
+from ...models.snapshots import SnapshotError, verify_record
 from . import policy
 from .policy import ReferenceBackendError
 from .decode import SAMPLER

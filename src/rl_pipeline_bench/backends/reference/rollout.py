@@ -27,7 +27,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from ... import render
+from ...plan import render
 from .decode import SAMPLER, Batch, Decoder
 
 

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...rollout import CHAT_TEMPLATE_KWARGS
-from ...topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
+from ..framework.rollout import CHAT_TEMPLATE_KWARGS
+from ..topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
 from .contract import STALENESS as SKYRL_STALENESS
 from .contract import TOPOLOGY as SKYRL_TOPOLOGY
 from .contract import skyrl_batch, skyrl_workers
@@ -46,7 +46,7 @@ def build_skyrl_config(
 ) -> dict[str, Any]:
     """Nested SkyRLTrainConfig values for this run spec (only keys the contract sets); it trains N steps.
 
-    run_spec: the resolved run spec (rl_pipeline_bench.spec.RunSpec).
+    run_spec: the resolved run spec (rl_pipeline_bench.settings.spec.RunSpec).
     spec: the workload spec (group size, new calls per trajectory), when known.
     """
     n = run_spec.contract.total_updates

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...configfile import ConfigError
-from ...topology import Topology
+from ...records.configfile import ConfigError
+from ..topology import Topology
 
 #: Megatron TP1 CP1 EP2 DP2 on two training GPUs, two inference GPUs.
 TOPOLOGY = Topology(train_gpus=2, inference_gpus=2, tp=1, cp=1, ep=2)

@@ -21,9 +21,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from ...async_signals import record_before
-from ...rollout import CHAT_TEMPLATE_KWARGS, CallRecord, evidence_rows, synthetic_reward
-from ...topology import preflight
+from ..framework.async_signals import record_before
+from ..framework.rollout import CHAT_TEMPLATE_KWARGS, CallRecord, evidence_rows, synthetic_reward
+from ..topology import preflight
 from . import metrics
 from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
 from .token_calls import run_token_trajectory

@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ...topology import CONTROLLER_INTERVAL
+from ..topology import CONTROLLER_INTERVAL
 
 #: What evidence trainer_intervals.parquet holds for SkyRL (manifest `trainer_timing`).
 TRAINER_TIMING = {

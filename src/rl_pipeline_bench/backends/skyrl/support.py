@@ -12,7 +12,7 @@ import copy
 import sys
 from typing import Any, Callable
 
-from ...framework_support import run_checks, support_main
+from ..framework.support import run_checks, support_main
 
 #: Contract point -> the native setting that expresses it (named in every refusal).
 CONTRACT_SETTINGS = {

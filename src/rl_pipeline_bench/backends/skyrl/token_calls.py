@@ -14,7 +14,7 @@ the OpenAI-compatible `/v1/completions` endpoint (which SkyRL's router serves an
   lacks one, then the observation turn against a fixed base conversation, with the
   generation prompt).
 
-The observation words are the plan's (rl_pipeline_bench.render); only the history
+The observation words are the plan's (rl_pipeline_bench.plan.render); only the history
 tokens come from the server.
 """
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from ...render import render_messages
-from ...call_identity import call_label
-from ...rollout import CallRecord, check_completion, forced_length_options, merge_extra_body
+from ...plan.render import render_messages
+from ...plan.call_identity import call_label
+from ..framework.rollout import CallRecord, check_completion, forced_length_options, merge_extra_body
 
 #: SkyRL's fixed base conversation (skyrl.train.generators.skyrl_gym_generator, 0.4.0).
 BASE_CONVERSATION = [{"role": "system", "content": "You are a helpful assistant."},

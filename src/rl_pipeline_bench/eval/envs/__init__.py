@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ...configfile import ConfigError
+from ...records.configfile import ConfigError
 from ..protocol import TaskRef
 from .base import EvalEnv, EnvUnavailable  # noqa: F401  (re-exported)
 

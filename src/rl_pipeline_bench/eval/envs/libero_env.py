@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 
 from ... import paths
-from ...configfile import ConfigError
+from ...records.configfile import ConfigError
 from ..protocol import TaskRef
 from .base import EnvUnavailable, require_packages
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...configfile import ConfigError
+from ...records.configfile import ConfigError
 from ..protocol import TaskRef
 from .base import EnvUnavailable, require_packages
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...configfile import ConfigError
+from ...records.configfile import ConfigError
 from .base import Policy, PolicyRef
 from .scripted import ScriptedLift
 

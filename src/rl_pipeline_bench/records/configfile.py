@@ -2,7 +2,7 @@
 
 What every module that reads settings needs without the schema: `ConfigError`, the
 file reader (Snakemake's JSON-then-YAML order), the schema's safe-name pattern, a suite's
-settings and the refusal of an unknown name. Validation against the registry-completed schema is `rl_pipeline_bench.config`,
+settings and the refusal of an unknown name. Validation against the registry-completed schema is `rl_pipeline_bench.settings.config`,
 which sits above the backends (it asks them for their schema pieces).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .paths import SCHEMA_PATH, NotARegularFile, require_regular_file
+from ..paths import SCHEMA_PATH, NotARegularFile, require_regular_file
 
 
 #: Snakemake's own wording (snakemake.common.configfile), so `bench` and `snakemake` name a bad file alike.

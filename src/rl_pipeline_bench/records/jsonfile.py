@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .paths import NotARegularFile, require_regular_file
+from ..paths import NotARegularFile, require_regular_file
 
 
 class JsonFileError(ValueError):

@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import provenance
-from . import paths
-from .paths import ROOT
+from . import recipes as provenance
+from .. import paths
+from ..paths import ROOT
 
 IMAGE_SCHEMA = "rl-bench/image/v1"
 LABEL_BACKEND = "rl-bench.backend"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .paths import ATTEMPTS_INDEX, EVIDENCE_ROOT
+from ..paths import ATTEMPTS_INDEX, EVIDENCE_ROOT
 
 EVENT_SCHEMA = "rl-bench/attempt-event/v1"
 EVENTS = ("started", "finished", "summarized")
@@ -40,7 +40,7 @@ def _open_index(index: Path, flags: int) -> int:
         return os.open(index, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            from .configfile import ConfigError
+            from ..records.configfile import ConfigError
 
             raise ConfigError(f"attempts index {index} is a symbolic link; the index is read and written only "
                               "as a plain file (replace the link by the file it points at)") from None
@@ -114,10 +114,10 @@ class Attempt:
 
     @property
     def status_text(self) -> str | None:
-        """The status, a `running` one saying whether its process still runs (rl_pipeline_bench.liveness)."""
+        """The status, a `running` one saying whether its process still runs (rl_pipeline_bench.host.liveness)."""
         if self.status != "running":
             return self.status
-        from .liveness import describe
+        from ..host.liveness import describe
 
         return f"running ({describe(self.supervisor)})"
 
@@ -160,7 +160,7 @@ def read_events(index: Path | str) -> tuple[list[dict[str, Any]], list[str]]:
     events, problems = [], []
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            from .configfile import ConfigError
+            from ..records.configfile import ConfigError
 
             raise ConfigError(f"attempts index {index} is not a regular file")
         for n, line in enumerate(fh, 1):

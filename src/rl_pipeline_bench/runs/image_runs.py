@@ -2,7 +2,7 @@
 
 The host keeps the lease (it runs under `bench lease run`) and decides the run id. It
 checks that the image is still the one the preflight proved, then starts `bench run`
-inside it (rl_pipeline_bench.container_run) with only these mounted, at their host
+inside it (rl_pipeline_bench.runs.container_run) with only these mounted, at their host
 paths: the evidence root and the attempts index (read-write), the model cache and the
 run's spec, input and provenance records (read-only). The leased GPUs go in as device
 requests, the image's baked hashes as environment. Inside, `bench run` writes the
@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import container_run, images, paths, provenance
+from . import container_run
+from ..provenance import images, recipes as provenance
+from .. import paths
 from .container_run import Mount, bind
 
 
@@ -78,7 +80,7 @@ def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
     The leased GPUs are named by UUID in CUDA_VISIBLE_DEVICES, as on the host: the
     engine exposes exactly those devices, and the UUIDs stay valid inside.
     """
-    from .liveness import SUPERVISOR_ENV, process_identity
+    from ..host.liveness import SUPERVISOR_ENV, process_identity
 
     env = {
         provenance.BAKED_RECIPE_ENV: labels.get(images.LABEL_RECIPE, ""),
@@ -92,7 +94,7 @@ def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
     if model.get("hf_home") and cache is not None:
         env["HF_HOME"] = str(cache)
     if lease_record:
-        from .leases import RECORD_ENV
+        from ..leases import RECORD_ENV
 
         env[RECORD_ENV] = str(Path(lease_record).resolve())
     if gpu_uuids:
@@ -124,7 +126,7 @@ def run_in_image(
     The image must still carry the recipe and source identity the controller has now
     (labels; `bench preflight` recomputed them inside the image before the lease).
     """
-    from .leases import RECORD_ENV, current_lease_gpus
+    from ..leases import RECORD_ENV, current_lease_gpus
 
     checked = images.preflight(backend, record=image_record, client=client, verify_contents=False)
     labels = {images.LABEL_RECIPE: checked["recipe_sha256"], images.LABEL_SOURCE: checked["source_sha256"]}
@@ -229,9 +231,10 @@ def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[
     directory (it could not start, or died first) gets a failed one from the host, so
     every attempt leaves a record.
     """
-    from . import attempts, backends
-    from .evidence import EvidenceWriter
-    from .spec import write_spec
+    from ..evidence import attempts
+    from .. import backends
+    from ..evidence.store import EvidenceWriter
+    from ..settings.spec import write_spec
 
     if host.image_record is None:
         raise images.PreflightError(

@@ -18,9 +18,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .configfile import NOT_A_MAPPING, ConfigError, read_config_file
-from .contract.settings import ContractSettings
-from .paths import CONFIG_PATH, SCHEMA_PATH
+from ..records.configfile import NOT_A_MAPPING, ConfigError, read_config_file
+from ..contract.settings import ContractSettings
+from ..paths import CONFIG_PATH, SCHEMA_PATH
 
 _SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
 
@@ -61,7 +61,7 @@ def config_schema(schema_path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     Adds the enum of registered backends, every backend's own suite keys
     (`Backend.suite_schema`) and its top-level section (`Backend.config_schema`).
     """
-    from .backends import registered
+    from ..backends import registered
 
     backends = registered()
     schema = yaml.safe_load(Path(schema_path).read_text())
@@ -160,7 +160,7 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
 
 def _probe_problems(config: dict[str, Any]) -> list[str]:
     """Probe settings a schema cannot check: message-size order, ranks a suite's GPUs can hold."""
-    from .probes.settings import merged_probe_settings
+    from ..probes.settings import merged_probe_settings
 
     problems = []
     for name, suite in config["suites"].items():

@@ -32,12 +32,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .atomicfile import PRIVATE_MODE, atomic_write_json, atomic_write_table, fsync_dir
-from .evidence_parts import PARTS_DIR, BackgroundWriter, part_files, part_name, read_part, write_part
-from .liveness import process_identity
-from .private_log import RedactingFilter, private_log_handler
-from .redaction import is_secret_name, recorded_env, redact_text
-from .timestamps import UNSAFE_RUN_ID_CHARS, utc_now_iso
+from ..records.atomicfile import PRIVATE_MODE, atomic_write_json, atomic_write_table, fsync_dir
+from .parts import PARTS_DIR, BackgroundWriter, part_files, part_name, read_part, write_part
+from ..host.liveness import process_identity
+from ..records.private_log import RedactingFilter, private_log_handler
+from ..records.redaction import is_secret_name, recorded_env, redact_text
+from ..records.timestamps import UNSAFE_RUN_ID_CHARS, utc_now_iso
 
 SCHEMA = "rl-bench/evidence/v1"
 
@@ -208,7 +208,7 @@ class EvidenceWriter:
     the thread had written, with its calls and intervals, and never a half file.
     `flush()` waits until everything recorded is on disk; `finish()` writes the whole
     tables, removes the parts, and records the final status. `on_update`, when given, is
-    called with each recorded update row (the runner prints it: rl_pipeline_bench.progress).
+    called with each recorded update row (the runner prints it: rl_pipeline_bench.evidence.progress).
     """
 
     def __init__(self, evidence_root: Path | str, run_id: str, manifest: dict | None = None,
@@ -259,7 +259,7 @@ class EvidenceWriter:
             ) from None
         self.run_id = run_id
 
-        self.logger = logging.getLogger(f"rl_pipeline_bench.evidence.{run_id}")
+        self.logger = logging.getLogger(f"rl_pipeline_bench.evidence.store.{run_id}")
         self.logger.setLevel(logging.INFO)
         self._log_filter = RedactingFilter()
         self.logger.addFilter(self._log_filter)  # records logged here, before they propagate

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .configfile import ConfigError, get_suite
-from .contract.settings import ContractSettings
-from .settings_hash import HASH_LENGTH, settings_hash
+from ..records.configfile import ConfigError, get_suite
+from ..contract.settings import ContractSettings
+from ..records.settings_hash import HASH_LENGTH, settings_hash
 
 SPEC_SCHEMA = "rl-bench/run-spec/v1"
 SPEC_ID = re.compile(rf"^(?P<suite>.+)-(?P<hash>[0-9a-f]{{{HASH_LENGTH}}})$")
@@ -45,7 +45,7 @@ def workload_scale(suite_settings: dict[str, Any], workload: str) -> float:
 
 def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> dict[str, Any]:
     """The hashed settings of one suite of a validated config, less its probes (build_spec adds them)."""
-    from . import backends
+    from .. import backends
 
     suite = get_suite(config, suite_name)
     s = copy.deepcopy(suite.settings)
@@ -83,7 +83,7 @@ def _model_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
     (the file, not only its path, decides the weights)."""
     model = {"name": name, **copy.deepcopy(config["models"][name])}
     if model.get("build_config"):
-        from .paths import ROOT
+        from ..paths import ROOT
 
         path = Path(model["build_config"])
         path = path if path.is_absolute() else ROOT / path
@@ -107,7 +107,7 @@ def _about(config: dict[str, Any], suite, probe_placement: dict[str, Any]) -> di
 
 def build_spec(config: dict[str, Any], suite_name: str | None = None) -> dict[str, Any]:
     """The spec document of one suite: schema, id, hash, hashed settings, unhashed `about`."""
-    from .probes.settings import probe_settings, split_for_spec
+    from ..probes.settings import probe_settings, split_for_spec
 
     settings = resolve_settings(config, suite_name)
     suite = get_suite(config, settings["suite"])
@@ -209,7 +209,7 @@ class RunSpec:
     @property
     def probes(self) -> dict[str, dict[str, Any]]:
         """Resolved probe settings: the hashed ones with the placement (directories, timeouts) from `about`."""
-        from .probes.settings import join_from_spec
+        from ..probes.settings import join_from_spec
 
         if "probes" not in self.settings:
             raise SpecError(f"spec {self.id} has no probe settings (written before they were part of the spec); "
@@ -249,7 +249,7 @@ def check_spec(doc: Any, where: str = "spec") -> RunSpec:
 
 def load_spec(path: Path | str) -> RunSpec:
     """Read and check a spec file; a file named like a spec id must carry that id's hash."""
-    from .paths import NotARegularFile, require_regular_file
+    from ..paths import NotARegularFile, require_regular_file
 
     path = Path(path)
     try:
@@ -258,7 +258,7 @@ def load_spec(path: Path | str) -> RunSpec:
     except NotARegularFile as exc:
         raise SpecError(str(exc)) from None
     except FileNotFoundError:
-        from .paths import spec_file
+        from ..paths import spec_file
 
         raise SpecError(f"run spec {path} does not exist; the workflow writes it "
                         f"(`uv run snakemake --cores 1 {spec_file('SUITE-HASH')}`, see `bench plan`)") from None
@@ -277,7 +277,7 @@ def load_spec(path: Path | str) -> RunSpec:
 
 def write_spec(doc: dict[str, Any], path: Path | str) -> RunSpec:
     """Check and write a spec document atomically."""
-    from .atomicfile import atomic_write_json
+    from ..records.atomicfile import atomic_write_json
 
     path = Path(path)
     spec = check_spec(doc, where=f"spec for {path}")

@@ -18,19 +18,20 @@ from typing import Any
 
 import pandas as pd
 
-from . import attempts, image_runs, progress
-from . import workloads as wl
-from . import backends
-from .atomicfile import atomic_write_json
-from .configfile import ConfigError, check_member
-from .evidence import RUN_LOG, EvidenceWriter
-from .timestamps import new_run_id
-from .hostinfo import host_info
-from .paths import ROOT, evidence_root
-from .probes.telemetry import beside_run
-from .provenance import native_identity
-from .redaction import redact_text, register_run_variables
-from .spec import RunSpec, SpecError
+from ..evidence import attempts, progress
+from . import image_runs
+from ..plan import workloads as wl
+from .. import backends
+from ..records.atomicfile import atomic_write_json
+from ..records.configfile import ConfigError, check_member
+from ..evidence.store import RUN_LOG, EvidenceWriter
+from ..records.timestamps import new_run_id
+from ..host.hostinfo import host_info
+from ..paths import ROOT, evidence_root
+from ..probes.telemetry import beside_run
+from ..provenance.recipes import native_identity
+from ..records.redaction import redact_text, register_run_variables
+from ..settings.spec import RunSpec, SpecError
 
 RUN_SCHEMA = "rl-bench/run/v1"
 
@@ -49,7 +50,7 @@ class RunContext:
     ranks and offered plan shape). `plan` holds the trained updates 1..trained_updates plus the extra offered ones
     after them: a backend offers all of it to its rollout, trains only the first
     `trained_updates`, and records calls of later updates with accepted=False
-    (rl_pipeline_bench.rollout.accepted_for_update).
+    (rl_pipeline_bench.backends.framework.rollout.accepted_for_update).
     """
 
     run_spec: RunSpec
@@ -93,7 +94,7 @@ def _read_json(path: Path | None) -> dict[str, Any] | None:
 
 def _lease_fields() -> dict[str, Any]:
     """GPUs and GPU set of the lease this run executes under (None for CPU runs)."""
-    from .leases import current_lease, current_lease_gpus
+    from ..leases import current_lease, current_lease_gpus
 
     record = current_lease()
     if record is None:
@@ -106,7 +107,7 @@ def _lease_fields() -> dict[str, Any]:
 
 def _slurm_fields() -> dict[str, Any]:
     """The SLURM job (id, node, allocation) this run executes in; None outside SLURM."""
-    from .slurm import SlurmAllocationError, current_job, unverified_reason
+    from ..host.slurm import SlurmAllocationError, current_job, unverified_reason
 
     try:
         job = current_job()
@@ -152,7 +153,7 @@ def execute_run(
     The attempt is appended to the attempts index (default: beside the evidence root)
     when its evidence directory exists and again when it ends, failed runs included.
     A `runtime: container` run started on the host runs this same function inside the
-    backend's image (rl_pipeline_bench.image_runs), under the host's lease and run id.
+    backend's image (rl_pipeline_bench.runs.image_runs), under the host's lease and run id.
     An existing `run_json` is never replaced unless `replace_run_json` says so: it is
     refused before the run starts, and a record that appeared meanwhile (another run
     given the same path) is kept, this run's evidence too (exit code 1).
@@ -170,7 +171,7 @@ def execute_run(
     if trial < 1:
         raise ConfigError(f"trial {trial} is not a trial number (1, 2, ...) for spec {run_spec.id}")
     model = load_model_record(Path(model_record))
-    from .model_identity import check_model_record
+    from ..models.identity import check_model_record
 
     check_model_record(model, run_spec.settings["model"], f"model record {model_record}")  # the spec's model, no other
     spec, plan = offered_plan_for(run_spec, workload, plan_path)
@@ -293,7 +294,7 @@ def _record_run(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, 
 
 def _write_run_json(path: Path, run_id: str, evidence_dir: Path, run_spec: RunSpec, backend: str, workload: str,
                     trial: int, replace: bool = False) -> None:
-    from .evidence_digest import evidence_digest
+    from ..evidence.digest import evidence_digest
 
     path.parent.mkdir(parents=True, exist_ok=True)
     evidence_dir = Path(evidence_dir).resolve()

@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from . import backends
-from .atomicfile import write_json_atomic
-from .paths import ROOT
+from .. import backends
+from ..records.atomicfile import write_json_atomic
+from ..paths import ROOT
 
 RECIPE_SCHEMA = "rl-bench/recipe/v1"
 SOURCE_SCHEMA = "rl-bench/source/v1"
@@ -386,6 +386,3 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -1,6 +1,6 @@
 """The one way settings are hashed into an id: short sha256 of their canonical JSON.
 
-Run specs (rl_pipeline_bench.spec) and evaluation specs (rl_pipeline_bench.eval.spec)
+Run specs (rl_pipeline_bench.settings.spec) and evaluation specs (rl_pipeline_bench.eval.spec)
 both key their files by it, so "same settings, same hash" means one thing everywhere.
 """
 

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .configfile import ConfigError
+from .. import paths
+from ..records.configfile import ConfigError
 
 
 def check_model_record(record: Any, spec_model: dict[str, Any], where: str) -> None:
@@ -34,8 +34,8 @@ def check_model_record(record: Any, spec_model: dict[str, Any], where: str) -> N
 
 def _local_build_diffs(record: dict[str, Any], spec_model: dict[str, Any]) -> list[str]:
     """The snapshot records the build config it was made from; it must be the spec's build config."""
-    from .paths import ROOT
-    from .reference_model import BUILD_RECORD, load_build_config
+    from ..paths import ROOT
+    from .reference import BUILD_RECORD, load_build_config
 
     config_path = Path(spec_model["build_config"])
     config_path = config_path if config_path.is_absolute() else ROOT / config_path

@@ -7,7 +7,7 @@ tell the two apart without trusting a reused pid: the pid must exist, in the sam
 boot, with the same start time. On another host, or from another pid namespace,
 nothing can be checked.
 
-A run inside a backend image (rl_pipeline_bench.image_runs) would record a pid of the
+A run inside a backend image (rl_pipeline_bench.runs.image_runs) would record a pid of the
 container's namespace, which means nothing on the host; the host's `bench run`, which
 starts the container and waits for it, hands its own identity in through
 `RL_BENCH_SUPERVISOR`, and that is what the manifest records.

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from .call_identity import CALL_KEYS, row_label
+from ..plan.call_identity import CALL_KEYS, row_label
 
 CODE = "plan_mismatch"  # described in contract/reasons.py with every other code
 _KEYS = list(CALL_KEYS)
@@ -24,7 +24,7 @@ _KEYS = list(CALL_KEYS)
 
 def _named_spec(manifest: Mapping[str, Any], evidence_dir: Path):
     """The spec the manifest names: results/specs/{id}.json beside the evidence root, else its recorded path."""
-    from .spec import load_spec
+    from ..settings.spec import load_spec
 
     named = manifest.get("spec")
     if not isinstance(named, dict) or not isinstance(named.get("id"), str) or "/" in named["id"]:
@@ -65,7 +65,7 @@ def check_plan_identity(manifest: Mapping[str, Any] | None, calls: pd.DataFrame,
     if not isinstance(trial, int) or isinstance(trial, bool) or trial < 1:
         problems.append(f"trial {trial!r} is not a trial number (1, 2, ...)")
     if not problems and len(calls) and set(_KEYS + ["forced_completion_tokens"]) <= set(calls.columns):
-        from .workloads import spec_plan
+        from ..plan.workloads import spec_plan
 
         _ws, plan, _meta = spec_plan(spec, manifest["workload"])
         recorded = calls.dropna(subset=_KEYS)[_KEYS + ["forced_completion_tokens"]]

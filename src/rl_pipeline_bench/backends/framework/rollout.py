@@ -9,7 +9,7 @@ are merged into the defaults one level deep, so adding `min_tokens` never drops
 Every response's completion length is checked against the plan; a mismatch raises.
 
 Offered work beyond the last trained update: a run's plan holds the N trained updates
-plus `extra_offered_updates` more (rl_pipeline_bench.spec), so generation keeps going
+plus `extra_offered_updates` more (rl_pipeline_bench.settings.spec), so generation keeps going
 through the headline window instead of draining. A driver offers all of it, trains
 only updates 1..N, and records every call of a later update as not accepted
 (`evidence_rows`); the contract never counts them.
@@ -21,8 +21,8 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from .render import render_messages
-from .call_identity import call_label
+from ...plan.render import render_messages
+from ...plan.call_identity import call_label
 
 #: Chat-template options the measurement contract asks both backends to send.
 CHAT_TEMPLATE_KWARGS: dict[str, bool] = {"enable_thinking": False, "preserve_thinking": True}

@@ -30,8 +30,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .configfile import ConfigError, check_member
-from .atomicfile import atomic_write_table
+from ..records.configfile import ConfigError, check_member
+from ..records.atomicfile import atomic_write_table
 
 #: Sentinel used for `trajectory` and `call` in `call_seed` for values shared by a whole group.
 GROUP_SHARED = -1
@@ -242,7 +242,7 @@ def read_plan_meta(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def spec_plan(spec, workload: str) -> tuple[WorkloadSpec, pd.DataFrame, dict[str, Any]]:
-    """The plan a run spec offers for one workload (rl_pipeline_bench.spec.RunSpec).
+    """The plan a run spec offers for one workload (rl_pipeline_bench.settings.spec.RunSpec).
 
     It covers the N trained updates plus the spec's extra offered updates, so the
     rollout has work through the headline window. Returns (spec, plan, meta); meta is

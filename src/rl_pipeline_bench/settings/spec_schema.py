@@ -98,7 +98,7 @@ def _model_problems(model: dict[str, Any]) -> list[str]:
         return [] if "revision" in model else ["spec key 'settings/model/revision': a hub model must pin a revision"]
     if "build_config" not in model or "build_config_sha256" not in model:
         return ["spec key 'settings/model': a local model needs build_config and build_config_sha256"]
-    from .paths import ROOT
+    from ..paths import ROOT
 
     path = Path(model["build_config"])
     path = path if path.is_absolute() else ROOT / path

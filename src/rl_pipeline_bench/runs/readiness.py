@@ -44,7 +44,7 @@ def gpu_problems(suite: Mapping[str, Any], executor: str) -> list[str]:
         return _slurm_gpu_problems(needed, kind)
     if executor not in ("local", "dryrun"):
         return []  # e.g. Kubernetes: the cluster, not this machine, has the GPUs; it is asked at submission
-    from .gpus import InventoryError, query_inventory
+    from ..host.gpus import InventoryError, query_inventory
 
     try:
         inventory = query_inventory()
@@ -96,7 +96,7 @@ def _slurm_gpu_problems(needed: int, kind: str) -> list[str]:
 def engine_problems(suite: Mapping[str, Any]) -> list[str]:
     if suite.get("runtime") != "container":
         return []
-    from .images import ImageError, engine_client
+    from ..provenance.images import ImageError, engine_client
 
     try:
         engine_client(timeout=NETWORK_TIMEOUT_S).close()
@@ -107,7 +107,7 @@ def engine_problems(suite: Mapping[str, Any]) -> list[str]:
 
 def snapshot_problems(repo_id: str, revision: str, hf_home: Path | str) -> list[str]:
     """The Hub and the disk, for a snapshot that is not in HF_HOME yet."""
-    from .snapshots import hub_offline
+    from ..models.snapshots import hub_offline
 
     hub = Path(hf_home) / "hub"
     if hub_offline():

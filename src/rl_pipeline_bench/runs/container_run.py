@@ -182,7 +182,7 @@ def run_container(
     """
     from docker.errors import DockerException
 
-    from .images import engine_client
+    from ..provenance.images import engine_client
 
     check_mounts(mounts)
     client = client or engine_client()

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import paths
-from .atomicfile import write_json_atomic
+from .. import paths
+from ..records.atomicfile import write_json_atomic
 
 SCHEMA = "rl-bench/model/v1"
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
@@ -281,5 +281,5 @@ def model_rule_params(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "build_config": m.get("build_config"),
         "hf_home": config.get("hf_cache") or paths.HF_HOME,
         "script": "build_reference_model.py" if local else "resolve_hub_model.py",
-        "inputs": [m["build_config"], "src/rl_pipeline_bench/reference_model.py"] if local else [],
+        "inputs": [m["build_config"], "src/rl_pipeline_bench/models/reference.py"] if local else [],
     }

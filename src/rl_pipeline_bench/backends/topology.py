@@ -3,7 +3,7 @@
 A backend's descriptor (rl_pipeline_bench.backends) fixes what its runs need: the
 device, the GPU count and split, the Megatron parallel layout (`Topology`), the
 supported models, plus its own checks (e.g. SkyRL's batch/worker pairs). They read
-the resolved run spec (rl_pipeline_bench.spec.RunSpec), which the workflow builds for
+the resolved run spec (rl_pipeline_bench.settings.spec.RunSpec), which the workflow builds for
 every suite before planning; a suite that asks for something the backend cannot satisfy
 fails here with a ConfigError naming the config key, before a GPU is reserved.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .configfile import ConfigError
+from ..records.configfile import ConfigError
 
 CONTRACT_LORA_RANK = 8
 LORA_ALPHA = 32
@@ -76,7 +76,7 @@ def is_supplemental(spec: Any) -> bool:
 
 def variant_label(spec: Any, backend: str) -> str:
     """Label a report shows for this (run spec, backend): its own variant parts, then the LoRA rank."""
-    from .backends import get
+    from . import get
 
     desc = get(backend)
     parts = list(desc.variant(spec)) if desc.variant else []
@@ -87,7 +87,7 @@ def variant_label(spec: Any, backend: str) -> str:
 
 def suite_problems(spec: Any, backend: str) -> list[str]:
     """Every reason this run spec cannot run `backend` (its descriptor's needs), each naming its config key."""
-    from .backends import get
+    from . import get
 
     desc = get(backend)
     key = f"suites/{spec.suite_name}"

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import paths
-from .configfile import ConfigError, check_member
-from .paths import CONFIG_PATH, ROOT
+from .. import paths
+from ..records.configfile import ConfigError, check_member
+from ..paths import CONFIG_PATH, ROOT
 
 #: What the whole suite is asked for (rules/report.smk): every run, summary, probe and the report.
 SUITE_TARGET = paths.REPORT_HTML
@@ -31,7 +31,7 @@ def suite_of_run(args, overrides: dict) -> str | None:
     else the one suite that has it (the original launcher's runs were the comparison's)."""
     if args.suite is not None or args.spec is not None or args.backend is None:
         return args.suite
-    from .config import load_config
+    from ..settings.config import load_config
 
     config = load_config(args.config, overrides, args.configfile)
     suites = config["suites"]

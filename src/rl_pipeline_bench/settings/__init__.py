@@ -1,0 +1,1 @@
+"""Settings: the validated config and the resolved run spec every job reads."""

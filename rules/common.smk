@@ -62,7 +62,7 @@ def attempts_index_input(wildcards):
 
 def _check_topology(spec):
     """Refuse, at DAG time, a suite its backends' descriptors cannot run (device, GPUs, model, topology)."""
-    from rl_pipeline_bench.backends.topology import preflight as topology_preflight
+    from rl_pipeline_bench.backends.suite_checks import preflight as topology_preflight
 
     for backend in spec.backends:
         try:

@@ -51,30 +51,30 @@ rule run_benchmark:
 
 
 # One job per run writes both derived records: summary.json (rates, validity) and
-# infra.json (telemetry per phase, peak memory, MFU; `bench probe summarize-run`). Two
-# jobs per run made planning 1000 runs cost 1000 more DAG jobs (benchmarks/bench_report.py).
+# infra.json (telemetry per phase, peak memory, MFU), reading run.json and the spec once.
+# Two jobs per run made planning 1000 runs cost 1000 more DAG jobs (benchmarks/bench_report.py).
 rule summarize_run:
     message:
         "summarize {wildcards.backend} {wildcards.workload} trial{wildcards.trial} ({wildcards.spec})"
     input:
         run=rules.run_benchmark.output[0],
         spec=ancient(rules.run_spec.output[0]),
+        # The offered plan of the run's workload: every recorded call must be one of it (plan_mismatch).
+        plan=ancient(rules.workload_plan.output.plan),
         card=flops_card,
         # None until the evidence differs from the digest run.json recorded; then the edited files,
         # which changes the input set (a rerun trigger), so the summary is made again
-        # (the evidence is no declared file; see evidence_digest.py).
+        # (the evidence is no declared file; see evidence/digest.py).
         edited=lambda wc: edited_evidence(paths.RUN_RECORD.format(
             spec=wc.spec, backend=wc.backend, workload=wc.workload, trial=wc.trial)),
     output:
         summary=paths.RUN_SUMMARY,
         infra=paths.RUN_INFRA,
     log:
-        summary="logs/summaries/{spec}/{backend}/{workload}/trial{trial}.log",
-        infra="logs/probes/runs/{spec}/{backend}/{workload}/trial{trial}.log",
+        "logs/summaries/{spec}/{backend}/{workload}/trial{trial}.log",
     params:
         attempts=paths.ATTEMPTS_INDEX,
     shell:
-        "bench summarize-run {input.run:q} --spec {input.spec:q} --attempts-index {params.attempts:q}"
-        " --output {output.summary:q} > {log.summary:q} 2>&1 && "
-        "bench probe summarize-run {input.run:q} --spec {input.spec:q} --flops-card {input.card:q}"
-        " --output {output.infra:q} > {log.infra:q} 2>&1"
+        "bench summarize-run {input.run:q} --spec {input.spec:q} --plan {input.plan:q}"
+        " --flops-card {input.card:q} --infra-output {output.infra:q}"
+        " --attempts-index {params.attempts:q} --output {output.summary:q} > {log:q} 2>&1"

@@ -421,7 +421,8 @@ def _case_plan_mismatch(tmp):
     doc = build_spec(_copy.deepcopy(load_config()), "smoke")
     spec = write_spec(doc, tmp / "results" / "specs" / f"{doc['id']}.json")
     named = {"spec": {"id": spec.id, "hash": spec.hash}, "suite": "smoke", "workload": "multi_turn", "trial": 1}
-    return build_evidence(tmp / "results" / "evidence", manifest={**named, "backend": "skyrl"})  # not a smoke backend
+    # not a smoke backend; summarized under the spec (positional: run_record, spec)
+    return build_evidence(tmp / "results" / "evidence", manifest={**named, "backend": "skyrl"}), None, spec
 
 
 def _summarize_case(tmp, code):
@@ -671,7 +672,10 @@ def test_a_relabelled_run_is_not_the_run_its_label_names(tmp_path):
                   policy_version=0) for r in plan.itertuples() if r.update <= 20]
 
     def mismatch(**manifest):
-        s = summarize(build_evidence(root, calls=calls, manifest={**named, **manifest}))
+        """The run summarized under the spec and the plan of the workload its label names."""
+        label = manifest["workload"]
+        plan_of_label = spec_plan(spec, label)[1] if label in spec.workloads else None
+        s = summarize(build_evidence(root, calls=calls, manifest={**named, **manifest}), spec=spec, plan=plan_of_label)
         return [r for r in s["reasons"] if r.startswith("plan_mismatch")]
 
     assert mismatch(workload="multi_turn") == []  # other reasons (the fixture's updates) are not this one
@@ -682,3 +686,8 @@ def test_a_relabelled_run_is_not_the_run_its_label_names(tmp_path):
     assert mismatch(workload="multi_turn", trial=2) == []  # trials are not part of the spec's identity
     (no_trial,) = mismatch(workload="multi_turn", trial=0)
     assert "trial 0 is not a trial number" in no_trial
+    # the plan handed in must be the label's: multi_turn evidence summarized against another workload's plan
+    s = summarize(build_evidence(root, calls=calls, manifest={**named, "workload": "multi_turn"}), spec=spec,
+                  plan=spec_plan(spec, "tool_history")[1])
+    (wrong_plan,) = [r for r in s["reasons"] if r.startswith("plan_mismatch")]
+    assert "against workload ['tool_history']'s plan, but its manifest says 'multi_turn'" in wrong_plan

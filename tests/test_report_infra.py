@@ -125,7 +125,7 @@ def test_wrong_input_file_is_named(workspace, tmp_path):
 
 def test_run_infra_summary_refuses_a_run_of_another_spec(config, workspace, tmp_path):
     """`bench probe summarize-run --spec` (in the summarize_run rule): run.json and manifest must name the spec's hash."""
-    from rl_pipeline_bench.probes.run_infra import summarize_run_json
+    from rl_pipeline_bench.jobs import summarize_run_infra as summarize_run_json
     from rl_pipeline_bench.settings.spec import SpecError, build_spec, write_spec
 
     doc = build_spec(config, "smoke")

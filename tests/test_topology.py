@@ -11,7 +11,8 @@ from rl_pipeline_bench.backends.art.contract import TOPOLOGY as ART_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import TOPOLOGY as SKYRL_TOPOLOGY
 from rl_pipeline_bench.backends.skyrl.contract import skyrl_workers
 from rl_pipeline_bench.settings.spec import build_spec, check_spec
-from rl_pipeline_bench.backends.topology import Topology, is_supplemental, preflight, suite_problems, variant_label
+from rl_pipeline_bench.backends.suite_checks import preflight, suite_problems, variant_label
+from rl_pipeline_bench.backends.topology import Topology, is_supplemental
 
 
 def _spec(config, name="comparison", **changes):

@@ -158,9 +158,9 @@ def _model_flops(args) -> int:
 
 
 def _summarize_run(args) -> int:
-    from ..probes.run_infra import summarize_run_json
+    from ..jobs import summarize_run_infra
 
-    summary = summarize_run_json(args.run_json, args.flops_card, args.output, spec_path=args.spec)
+    summary = summarize_run_infra(args.run_json, args.flops_card, args.output, spec_path=args.spec)
     t = summary["telemetry"]
     e = summary["trainer_efficiency"]
     print(f"bench probe summarize-run: wrote {args.output}; telemetry {t['status']}"

@@ -77,7 +77,7 @@ def _preflight(args: argparse.Namespace) -> int:
     from ..provenance import images, recipes as provenance
     from ..models import snapshots
     from ..backends.framework.support import SupportError
-    from ..backends.topology import preflight as topology_preflight
+    from ..backends.suite_checks import preflight as topology_preflight
 
     if args.spec:  # the workflow: the resolved spec, never config.yaml
         from ..settings.spec import load_spec

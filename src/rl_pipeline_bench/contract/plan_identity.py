@@ -1,18 +1,19 @@
-"""A run's evidence checked against the run spec and the offered plan its manifest names.
+"""A run's evidence checked against the run spec and the offered plan it is summarized under.
 
 The manifest says which spec (id, hash) and workload a run belongs to, but a label is
 only a label: evidence relabelled from one workload to another (or another backend,
 trial or suite) would summarise as valid. The spec fixes the suite, its backends,
-workloads and trials, and the plan of each workload is a pure function of the spec
-(`workloads.spec_plan`), so every recorded call's forced completion length must be the
-plan's for that (update, group, trajectory, call). A mismatch is the reason
-`plan_mismatch` (docs/validation.md).
+workloads and trials, and the plan of each workload is a pure function of the spec, so
+every recorded call's forced completion length must be the plan's for that (update,
+group, trajectory, call). A mismatch is the reason `plan_mismatch` (docs/validation.md).
+
+A pure rule: the caller hands in the spec and the plan (the workflow's own files); this
+module finds no file.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 import pandas as pd
 
@@ -22,41 +23,35 @@ CODE = "plan_mismatch"  # described in contract/reasons.py with every other code
 _KEYS = list(CALL_KEYS)
 
 
-def _named_spec(manifest: Mapping[str, Any], evidence_dir: Path):
-    """The spec the manifest names: results/specs/{id}.json beside the evidence root, else its recorded path."""
-    from ..settings.spec import load_spec
+class NamedSpec(Protocol):
+    """What the rule reads of a run spec (rl_pipeline_bench.settings.spec.RunSpec)."""
 
-    named = manifest.get("spec")
-    if not isinstance(named, dict) or not isinstance(named.get("id"), str) or "/" in named["id"]:
-        return None
-    candidates = [Path(evidence_dir).resolve().parent.parent / "specs" / f"{named['id']}.json"]
-    if isinstance(named.get("path"), str):
-        candidates.append(Path(named["path"]))
-    for path in candidates:
-        if path.is_file():
-            spec = load_spec(path)
-            return spec if spec.hash == named.get("hash") else None
-    return None
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def hash(self) -> str: ...
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
 
 
-def check_plan_identity(manifest: Mapping[str, Any] | None, calls: pd.DataFrame, evidence_dir: Path,
-                        reasons: list[str]) -> None:
-    """Append `plan_mismatch` when the evidence is not a run of the spec and workload its manifest names.
+def check_plan_identity(manifest: Mapping[str, Any] | None, calls: pd.DataFrame, spec: NamedSpec | None,
+                        plan: pd.DataFrame | None, reasons: list[str]) -> None:
+    """Append `plan_mismatch` when the evidence is not a run of `spec` and of `plan`'s workload.
 
-    Evidence whose manifest names no spec file that can be found is not checked here
-    (`bench summarize-run --spec` requires the spec; a missing spec is its finding).
+    spec: the run spec the run is summarized under; None leaves the evidence unchecked
+    (a summary of a directory on its own). plan: that spec's offered plan of the workload
+    the run is summarized under; None checks the labels only.
     """
-    if not isinstance(manifest, Mapping):
-        return
-    try:
-        spec = _named_spec(manifest, evidence_dir)
-    except Exception as exc:  # an unreadable or invalid spec file: named, never a crash of the summary
-        reasons.append(f"{CODE}: the spec the manifest names cannot be read ({exc})")
-        return
-    if spec is None:
+    if not isinstance(manifest, Mapping) or spec is None:
         return
     s = spec.settings
     problems = []
+    named = manifest.get("spec")
+    if not isinstance(named, Mapping) or named.get("hash") != spec.hash:
+        got = named.get("hash") if isinstance(named, Mapping) else None
+        problems.append(f"the manifest names spec hash {got!r}, not spec {spec.id}'s {spec.hash}")
     for key, allowed in (("suite", [s["suite"]]), ("backend", s["backends"]), ("workload", s["workloads"])):
         if manifest.get(key) not in allowed:
             problems.append(f"{key} {manifest.get(key)!r} is not one of spec {spec.id}'s {allowed}")
@@ -64,19 +59,24 @@ def check_plan_identity(manifest: Mapping[str, Any] | None, calls: pd.DataFrame,
     # trials are not part of a spec's identity (docs/run-spec.md): any trial >= 1 is a run of the spec
     if not isinstance(trial, int) or isinstance(trial, bool) or trial < 1:
         problems.append(f"trial {trial!r} is not a trial number (1, 2, ...)")
-    if not problems and len(calls) and set(_KEYS + ["forced_completion_tokens"]) <= set(calls.columns):
-        from ..plan.workloads import spec_plan
-
-        _ws, plan, _meta = spec_plan(spec, manifest["workload"])
-        recorded = calls.dropna(subset=_KEYS)[_KEYS + ["forced_completion_tokens"]]
-        joined = recorded.merge(plan[_KEYS + ["forced_completion_tokens"]], on=_KEYS, how="inner",
-                                suffixes=("", "_plan"))
-        differ = joined[joined["forced_completion_tokens"] != joined["forced_completion_tokens_plan"]]
-        if len(differ):
-            first = differ.iloc[0]
-            problems.append(
-                f"{len(differ)} of {len(joined)} call(s) have forced lengths other than workload "
-                f"{manifest['workload']!r}'s plan (first: {row_label(first)}: {int(first['forced_completion_tokens'])} "
-                f"tokens, the plan offers {int(first['forced_completion_tokens_plan'])})")
+    if not problems and plan is not None:
+        problems += _plan_problems(manifest["workload"], calls, plan)
     if problems:
         reasons.append(f"{CODE}: " + "; ".join(problems))
+
+
+def _plan_problems(workload: str, calls: pd.DataFrame, plan: pd.DataFrame) -> list[str]:
+    planned = sorted(set(plan["workload"].astype(str))) if "workload" in plan.columns else []
+    if planned != [workload]:
+        return [f"the run is summarized against workload {planned}'s plan, but its manifest says {workload!r}"]
+    if not len(calls) or not set(_KEYS + ["forced_completion_tokens"]) <= set(calls.columns):
+        return []
+    recorded = calls.dropna(subset=_KEYS)[_KEYS + ["forced_completion_tokens"]]
+    joined = recorded.merge(plan[_KEYS + ["forced_completion_tokens"]], on=_KEYS, how="inner", suffixes=("", "_plan"))
+    differ = joined[joined["forced_completion_tokens"] != joined["forced_completion_tokens_plan"]]
+    if not len(differ):
+        return []
+    first = differ.iloc[0]
+    return [f"{len(differ)} of {len(joined)} call(s) have forced lengths other than workload "
+            f"{workload!r}'s plan (first: {row_label(first)}: {int(first['forced_completion_tokens'])} "
+            f"tokens, the plan offers {int(first['forced_completion_tokens_plan'])})"]

@@ -358,13 +358,14 @@ def rollout_activity(calls: pd.DataFrame, headline: dict, measured: dict, warnin
 # Summary
 
 
-def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None) -> dict:
+def summarize_evidence(ev: Evidence, run_record: Mapping[str, Any] | None = None,
+                       spec: plan_identity.NamedSpec | None = None, plan: pd.DataFrame | None = None) -> dict:
     """The summary of already-read evidence (see `summarize`)."""
     reasons: list[str] = list(ev.problems)
     manifest = ev.manifest
     m = manifest or {}
     identity = reconcile.check_identity(manifest, ev.path, reasons)
-    plan_identity.check_plan_identity(manifest, ev.calls, ev.path, reasons)  # a relabelled run is not its label's run
+    plan_identity.check_plan_identity(manifest, ev.calls, spec, plan, reasons)  # a relabelled run is not its label's run
     if run_record is not None:
         reconcile.check_run_record(run_record, manifest, ev.path, reasons)
     settings, contract = _settings_from_manifest(manifest, reasons)
@@ -441,23 +442,27 @@ def update_timeline(updates: pd.DataFrame) -> dict[str, list]:
             "completed_at": [float(t) if math.isfinite(t) else None for t in rows["completed_at"].astype(float)]}
 
 
-def summarize(evidence_dir: Path | str, run_record: Mapping[str, Any] | None = None) -> dict:
+def summarize(evidence_dir: Path | str, run_record: Mapping[str, Any] | None = None,
+              spec: plan_identity.NamedSpec | None = None, plan: pd.DataFrame | None = None) -> dict:
     """Summary (rates + validity with named reasons) of one evidence directory; never raises on bad evidence.
 
     run_record: the run.json that points at the directory; it must name the same run.
+    spec, plan: the run spec and the offered plan of the workload the run is summarized
+    under (the workflow's files); the evidence must be a run of both (`plan_mismatch`).
     """
     from ..evidence.digest import evidence_digest, seal
 
     digest = evidence_digest(evidence_dir)  # the bytes about to be read: the report re-checks them
-    summary = summarize_evidence(read_evidence(evidence_dir), run_record)
+    summary = summarize_evidence(read_evidence(evidence_dir), run_record, spec, plan)
     summary["evidence_digest"] = digest
     return seal(summary)
 
 
 def summarize_to_file(evidence_dir: Path | str, out_path: Path | str,
-                      run_record: Mapping[str, Any] | None = None) -> dict:
+                      run_record: Mapping[str, Any] | None = None, spec: plan_identity.NamedSpec | None = None,
+                      plan: pd.DataFrame | None = None) -> dict:
     """Write the summary atomically as JSON and return it."""
-    summary = summarize(evidence_dir, run_record)
+    summary = summarize(evidence_dir, run_record, spec, plan)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out, summary)

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..settings.config import load_config
     from ..records.configfile import ConfigError, get_suite
     from ..settings.spec import build_spec, check_spec
-    from ..backends.topology import preflight as topology_preflight
+    from ..backends.suite_checks import preflight as topology_preflight
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))
     problems: list[str] = []

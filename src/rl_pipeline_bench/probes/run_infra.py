@@ -7,11 +7,9 @@ summarised with the reason it has none.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ..records.atomicfile import atomic_write_json
 from ..evidence.store import CALLS, INTERVALS, read_evidence
 from . import phases
 from .efficiency import trainer_efficiency
@@ -60,26 +58,3 @@ def summarize_run_infra(evidence_dir: Path | str, card: dict[str, Any] | None) -
         "trainer_efficiency": trainer_efficiency(ev, card),
         "evidence_problems": list(ev.problems),
     }
-
-
-def summarize_run_json(run_json: Path | str, card_path: Path | str | None, out_path: Path | str,
-                       spec_path: Path | str | None = None) -> dict[str, Any]:
-    """run.json (+ the model's FLOPs card) -> the run's infra summary JSON, written atomically.
-
-    With a spec, the run record and its evidence must name that spec's hash (as for summary.json).
-    """
-    from ..records.jsonfile import RunRecordError, read_json
-
-    record = read_json(run_json, "run record")
-    if not isinstance(record, dict) or not record.get("evidence_dir"):
-        raise RunRecordError(f"{run_json}: no 'evidence_dir' key; cannot locate the run's evidence")
-    if spec_path is not None:
-        from ..settings.spec import check_run_spec
-
-        check_run_spec(record, Path(run_json), Path(record["evidence_dir"]), spec_path)
-    card = read_json(card_path, "FLOPs card") if card_path else None
-    summary = summarize_run_infra(record["evidence_dir"], card)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out, summary)
-    return summary

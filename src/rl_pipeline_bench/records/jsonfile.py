@@ -17,15 +17,15 @@ class RunRecordError(ValueError):
     """A run.json that cannot be read or does not point at evidence; the message names it."""
 
 
-def read_json(path: Path | str, what: str = "file") -> Any:
-    """The parsed content of `path`; JsonFileError naming `what` and the path otherwise."""
+def read_json(path: Path | str, what: str = "file", error: type[ValueError] = JsonFileError) -> Any:
+    """The parsed content of `path`; `error` (JsonFileError) naming `what` and the path otherwise."""
     path = Path(path)
     try:
         require_regular_file(path, what)
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise JsonFileError(f"{what} {path} does not exist") from None
+        raise error(f"{what} {path} does not exist") from None
     except NotARegularFile as exc:
-        raise JsonFileError(str(exc)) from None
+        raise error(str(exc)) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise JsonFileError(f"{what} {path} is not readable JSON: {exc}") from None
+        raise error(f"{what} {path} is not readable JSON: {exc}") from None

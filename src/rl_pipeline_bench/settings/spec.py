@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..records.configfile import ConfigError, get_suite
 from ..contract.settings import ContractSettings
@@ -289,6 +289,25 @@ def write_spec(doc: dict[str, Any], path: Path | str) -> RunSpec:
     return RunSpec(spec.doc, path)
 
 
+def named_spec(manifest: Mapping[str, Any] | None, root: Path | str | None = None) -> RunSpec | None:
+    """The spec a manifest names, from the results tree at `root` (paths.spec_file) or the path it
+    recorded; None when neither holds that spec (a summary of a directory by hand is then unchecked)."""
+    from ..paths import spec_file
+
+    named = manifest.get("spec") if isinstance(manifest, Mapping) else None
+    if not isinstance(named, Mapping) or not isinstance(named.get("id"), str) or not SPEC_ID.match(named["id"]) \
+            or "/" in named["id"]:
+        return None
+    candidates = [spec_file(named["id"], root)]
+    if isinstance(named.get("path"), str):
+        candidates.append(Path(named["path"]))
+    for path in candidates:
+        if path.is_file():
+            spec = load_spec(path)
+            return spec if spec.hash == named.get("hash") else None
+    return None
+
+
 def check_evidence_spec(manifest: dict[str, Any] | None, spec: RunSpec, where: str) -> None:
     """Evidence must name the spec it is read under; raise naming both hashes otherwise."""
     named = (manifest or {}).get("spec") if isinstance(manifest, dict) else None
@@ -299,9 +318,8 @@ def check_evidence_spec(manifest: dict[str, Any] | None, spec: RunSpec, where: s
                         f"{spec.id} (hash {spec.hash})")
 
 
-def check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec_path: str | Path) -> None:
+def check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec: RunSpec) -> None:
     """The run record and its evidence manifest must both name the spec's hash (SpecError naming both)."""
-    spec = load_spec(spec_path)
     if record.get("spec_hash") != spec.hash:
         raise SpecError(f"{run_json} names spec hash {record.get('spec_hash')}, but it is summarized under spec "
                         f"{spec.id} (hash {spec.hash})")

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..framework.async_signals import run_until_signalled
 from ..framework.rollout import evidence_rows, run_trajectory, synthetic_reward
-from ..topology import preflight
+from ..suite_checks import preflight
 from . import metrics
 from .config import build_art_config
 from .support import check_support

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..framework.async_signals import record_before
 from ..framework.rollout import CHAT_TEMPLATE_KWARGS, CallRecord, evidence_rows, synthetic_reward
-from ..topology import preflight
+from ..suite_checks import preflight
 from . import metrics
 from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
 from .token_calls import run_token_trajectory

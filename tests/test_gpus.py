@@ -59,10 +59,10 @@ def test_malformed_inventory_named(tmp_path, content, message):
 
 
 def test_missing_and_unparseable_inventory(tmp_path):
-    with pytest.raises(InventoryError, match="file not found"):
+    with pytest.raises(InventoryError, match="does not exist"):
         query_inventory({INVENTORY_ENV: str(tmp_path / "absent.json")})
     (tmp_path / "bad.json").write_text("[{")
-    with pytest.raises(InventoryError, match="cannot read JSON"):
+    with pytest.raises(InventoryError, match="is not readable JSON"):
         query_inventory({INVENTORY_ENV: str(tmp_path / "bad.json")})
 
 

@@ -26,12 +26,11 @@ from ..evidence.store import Evidence, read_evidence
 from . import reconcile
 from .intervals import interval_union_length
 from .settings import ContractSettings
+from ..records.formats import schema_of
 
-SUMMARY_SCHEMA = "rl-bench/summary/v1"
-#: The rule set this module applies; recorded in every summary. v2: calls of extra
-#: offered updates must not be accepted, rollout activity and warnings per run.
-#: v3: the files reconciled with each other and the manifest's identity (rl_pipeline_bench.contract.reconcile).
-CONTRACT_RULES = "rl-bench/contract-rules/v3"
+SUMMARY_SCHEMA = schema_of("summary")
+#: The rule set this module applies; recorded in every summary (its history: records.formats).
+CONTRACT_RULES = schema_of("contract-rules")
 #: Generation that ends more than this share of the headline window before the window
 #: does (with no call in flight at its end) is "stopped early".
 GENERATION_TAIL_TOLERANCE = 0.05

@@ -18,8 +18,9 @@ import pandas as pd
 
 from . import benchmarks
 from .validate import episode_reasons, successes
+from ..records.formats import schema_of
 
-SCHEMA = "rl-bench/eval-summary/v1"
+SCHEMA = schema_of("eval-summary")
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:

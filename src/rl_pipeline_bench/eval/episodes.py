@@ -7,7 +7,6 @@ goes, so a crash leaves the episodes finished so far.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from datetime import datetime, timezone
@@ -17,9 +16,11 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from ..records.atomicfile import PRIVATE_MODE, atomic_write_json, atomic_write_table
+from ..records.atomicfile import PRIVATE_MODE, atomic_write_table
+from ..records.formats import schema_of
+from ..records.jsonfile import read_record, write_record
 
-SCHEMA = "rl-bench/eval-evidence/v1"
+SCHEMA = schema_of("eval-evidence")
 MANIFEST = "manifest.json"
 EPISODES = "episodes.parquet"
 LOG = "eval.log"
@@ -61,7 +62,7 @@ def write_episodes(directory: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     """Owner-only: the manifest holds the command line (scrubbed) and host facts."""
-    atomic_write_json(Path(directory) / MANIFEST, manifest, mode=PRIVATE_MODE)
+    write_record(Path(directory) / MANIFEST, "eval-evidence", manifest, mode=PRIVATE_MODE)
 
 
 def read_episodes(directory: Path | str) -> pd.DataFrame:
@@ -73,4 +74,4 @@ def read_episodes(directory: Path | str) -> pd.DataFrame:
 
 
 def read_manifest(directory: Path | str) -> dict[str, Any]:
-    return json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))
+    return read_record(Path(directory) / MANIFEST, "eval-evidence", "eval manifest")

@@ -8,13 +8,14 @@ and GPU counts only change how fast the work goes and stay out of the hash.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..records.configfile import ConfigError
 from ..records.settings_hash import settings_hash as hash_of
 from . import benchmarks
+from ..records.formats import schema_of
+from ..records.jsonfile import read_record
 
 PROTOCOL = "rlinf-eval/v1"
 HASHED_KEYS = ("protocol", "benchmark", "tasks", "scenarios_per_task", "runs", "seed", "max_steps",
@@ -47,7 +48,7 @@ def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
             raise ConfigError(f"config key 'eval_suites/{name}/scenarios_per_task': {s['scenarios_per_task']} "
                               f"exceeds the {per_task} init states LIBERO ships per task")
     spec = {
-        "schema": "rl-bench/eval-spec/v1",
+        "schema": schema_of("eval-spec"),
         "protocol": PROTOCOL,
         "eval_suite": name,
         "description": s.get("description"),
@@ -72,10 +73,7 @@ def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
 def load(path: Path | str) -> dict[str, Any]:
     """Read a spec file and refuse one whose settings no longer match its hash."""
     path = Path(path)
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable eval spec ({exc})") from None
+    spec = read_record(path, "eval-spec", "eval spec", ConfigError)
     actual = settings_hash(spec)
     if spec.get("hash") != actual:
         raise ConfigError(f"{path}: eval spec hash {spec.get('hash')!r} does not match its settings ({actual})")

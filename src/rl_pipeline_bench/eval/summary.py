@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from . import spec as eval_spec
 from .aggregate import summarize
 from .episodes import read_episodes, read_manifest
 from .validate import run_reasons
+from ..records.jsonfile import read_json
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def summarize_runs(spec_path: Path | str, policy_id: str, pointers: list[Path], 
     spec = eval_spec.load(spec_path)
     frames, runs, run_problems = [], [], []
     for p in pointers:
-        record = json.loads(Path(p).read_text(encoding="utf-8"))
+        record = read_json(p, "eval run record", ConfigError)
         directory = Path(record["evidence_dir"])
         manifest = read_manifest(directory)
         if manifest.get("spec_hash") != spec["hash"]:

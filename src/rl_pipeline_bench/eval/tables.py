@@ -8,13 +8,12 @@ difference measured − paper for every pair that shares a column.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from . import benchmarks
+from ..records.jsonfile import read_record
 
 PAPER_BENCHMARKS = ("libero", "robotwin")
 
@@ -26,10 +25,7 @@ def _pct(x: float | None) -> float | None:
 def load_summaries(paths) -> list[dict[str, Any]]:
     out = []
     for p in paths:
-        try:
-            s = json.loads(Path(p).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{p}: not a readable eval summary ({exc})") from None
+        s = read_record(p, "eval-summary", "eval summary")
         s["_path"] = str(p)
         out.append(s)
     return sorted(out, key=lambda s: (s["eval_suite"], s["policy_id"]))

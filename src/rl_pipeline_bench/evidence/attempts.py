@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..paths import ATTEMPTS_INDEX, EVIDENCE_ROOT
+from ..records.formats import schema_of
+from ..records.jsonfile import JsonFileError, read_json
 
-EVENT_SCHEMA = "rl-bench/attempt-event/v1"
+EVENT_SCHEMA = schema_of("attempt-event")
 EVENTS = ("started", "finished", "summarized")
 
 
@@ -205,11 +207,12 @@ def read_attempts(index: Path | str) -> tuple[list[Attempt], list[str]]:
 
 
 def _manifest_event(directory: Path) -> tuple[dict[str, Any], str | None]:
-    try:
-        m = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    path = directory / "manifest.json"
+    if not path.exists():
         return {}, "manifest_missing: manifest.json not found"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:
+        m = read_json(path, "manifest", strict=True)
+    except JsonFileError as exc:
         return {}, f"manifest_corrupt: {exc}"
     if not isinstance(m, dict):
         return {}, f"manifest_corrupt: holds a {type(m).__name__}, not an object"

@@ -19,6 +19,7 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+from ..records.jsonfile import JsonFileError, read_json
 
 #: The evidence files a summary is computed from (evidence.MANIFEST, UPDATES, CALLS, INTERVALS).
 DIGESTED = ("manifest.json", "updates.parquet", "calls.parquet", "trainer_intervals.parquet")
@@ -72,10 +73,10 @@ def edited_evidence(run_json: Path | str) -> list[str]:
     is no run yet), else the edited files (the directory for a deleted one). The input set then
     changes, which re-runs the summary; it stays the same until the evidence changes again."""
     try:
-        record = json.loads(Path(run_json).read_text(encoding="utf-8"))
+        record = read_json(run_json, "run record")
         evidence_dir = Path(record["evidence_dir"])
         recorded = record["evidence_digest"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (JsonFileError, KeyError, TypeError):
         return []  # no run yet, or a record of a version without digests: nothing to compare
     changed = changed_files(recorded, evidence_dir)
     paths = [str(evidence_dir / name) for name in changed if (evidence_dir / name).is_file()]

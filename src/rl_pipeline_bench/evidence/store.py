@@ -38,8 +38,10 @@ from ..host.liveness import process_identity
 from ..records.private_log import RedactingFilter, private_log_handler
 from ..records.redaction import is_secret_name, recorded_env, redact_text
 from ..records.timestamps import UNSAFE_RUN_ID_CHARS, utc_now_iso
+from ..records.formats import schema_of
+from ..records.jsonfile import JsonFileError, read_json
 
-SCHEMA = "rl-bench/evidence/v1"
+SCHEMA = schema_of("evidence")
 
 MANIFEST = "manifest.json"
 RUN_LOG = "run.log"
@@ -469,19 +471,15 @@ def _empty(schema: pa.Schema) -> pd.DataFrame:
     return schema.empty_table().to_pandas()
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
 def _read_manifest(path: Path, problems: list[str]) -> dict | None:
     f = path / MANIFEST
     if not f.is_file():
         problems.append(f"manifest_missing: {f} not found")
         return None
     try:
-        manifest = json.loads(f.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        problems.append(f"manifest_corrupt: {f} is not readable JSON ({exc})")
+        manifest = read_json(f, "manifest", strict=True)
+    except JsonFileError as exc:
+        problems.append(f"manifest_corrupt: {exc}")
         return None
     if not isinstance(manifest, dict):
         problems.append(f"manifest_corrupt: {f} holds a {type(manifest).__name__}, not a JSON object")

@@ -8,11 +8,11 @@ it is the single test seam, and every lease taken through it says so in its reco
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from ..records.jsonfile import read_json
 
 #: Environment variable naming a JSON inventory file that replaces NVML (tests only).
 INVENTORY_ENV = "RL_BENCH_GPU_INVENTORY"
@@ -86,12 +86,7 @@ def _need(entry: dict, key: str, kind: type | tuple[type, ...], where: str) -> A
 
 def _from_file(path: Path) -> Inventory:
     where = f"inventory file {path} ({INVENTORY_ENV}, test seam)"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InventoryError(f"{where}: file not found") from None
-    except (OSError, ValueError) as exc:
-        raise InventoryError(f"{where}: cannot read JSON: {exc}") from None
+    data = read_json(path, f"inventory file ({INVENTORY_ENV}, test seam)", InventoryError)
     if not isinstance(data, list):
         raise InventoryError(f"{where}: expected a JSON list of devices, got {type(data).__name__}")
     gpus: list[Gpu] = []

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from importlib import metadata
 from typing import Mapping, Sequence
+from ..records.jsonfile import JsonFileError, read_json
 
 #: Recorded for every run; a backend adds its own (its descriptor's `packages`).
 COMMON_PACKAGES = ("torch", "transformers", "peft", "snakemake", "pandas", "pyarrow", "numpy", "nvidia-ml-py",
@@ -91,11 +92,8 @@ def cuda_toolkit() -> dict[str, str | None]:
     version = None
     if home:
         try:
-            import json
-
-            with open(os.path.join(home, "version.json")) as fh:
-                version = json.load(fh).get("cuda", {}).get("version")
-        except (OSError, ValueError):
+            version = read_json(os.path.join(home, "version.json"), "CUDA version file").get("cuda", {}).get("version")
+        except (JsonFileError, AttributeError):
             version = None
     return {"cuda_home": home, "toolkit_version": version}
 

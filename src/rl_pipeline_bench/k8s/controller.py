@@ -16,7 +16,6 @@ workload, and the benchmark pod is never deleted (its record stays in the cluste
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +27,10 @@ from ..records.atomicfile import write_json_atomic
 from . import collect, manifests, markers
 from .api import ClusterError
 from .request import QualifyRequest
+from ..records.formats import schema_of
+from ..records.jsonfile import read_record
 
-SCHEMA = "rl-bench/k8s-qualification/v1"
+SCHEMA = schema_of("k8s-qualification")
 RECORD_FILE = "qualification.json"
 STATES = ("prepared", "created", "verified", "released", "finished", "collected", "closed")
 EXIT_CODES = {"completed": 0, "failed": 1, "refused": 3}
@@ -143,9 +144,7 @@ class Controller:
         path = Path(output) / RECORD_FILE
         if not path.is_file():
             raise ResumeRefused(f"--resume: no {RECORD_FILE} in {output}; nothing to observe (a fresh invocation needs a new --output)")
-        record = json.loads(path.read_text())
-        if record.get("schema") != SCHEMA:
-            raise ResumeRefused(f"--resume: {path} is not a {SCHEMA} record")
+        record = read_record(path, "k8s-qualification", "--resume: qualification record", ResumeRefused)
         req = QualifyRequest.from_dict(record["request"])
         ctl = cls(req, api_factory(req), output, timeouts, say, record)
         if record.get("outcome"):

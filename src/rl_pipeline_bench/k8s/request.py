@@ -7,7 +7,6 @@ without this backend's hashes, a pod name Kubernetes would reject.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -17,6 +16,7 @@ from typing import Any
 from .. import backends
 from ..settings.config import load_config
 from ..records.configfile import ConfigError, get_suite
+from ..records.jsonfile import read_json
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -103,10 +103,7 @@ def load_source_record(path: Path, backend: str) -> dict[str, Any]:
             "print(json.dumps(dict(source_sha256=source_manifest(), recipe_sha256=recipe_manifest(ROOT))))' > source.json")
     if not Path(path).is_file():
         raise RequestError(f"--source-provenance {path}: file not found; make it from the checkout the image was built from: {make}")
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise RequestError(f"--source-provenance {path}: cannot read JSON ({exc})") from None
+    data = read_json(path, "--source-provenance", RequestError)
     if not isinstance(data, dict):
         raise RequestError(f"--source-provenance {path}: expected a JSON object, got {type(data).__name__}")
     source = data.get("source_sha256")

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from .trust import UntrustedDirectory, check_trusted_dir, make_private_dirs, open_regular, read_regular
+from ..records.formats import schema_of
 
 #: Environment variable that overrides the lock directory (after --lock-dir).
 LOCK_DIR_ENV = "RL_BENCH_LOCK_DIR"
-RECORD_SCHEMA = "rl-bench/lease/v1"
+RECORD_SCHEMA = schema_of("lease")
 _RECORD_RE = re.compile(r"^lease-(?P<run_id>.+)\.json$")
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=@-]{0,199}$")
 

@@ -9,12 +9,12 @@ spec's id. `check_model_record` refuses each, naming both sides.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from .. import paths
 from ..records.configfile import ConfigError
+from ..records.jsonfile import JsonFileError, read_json
 
 
 def check_model_record(record: Any, spec_model: dict[str, Any], where: str) -> None:
@@ -40,8 +40,8 @@ def _local_build_diffs(record: dict[str, Any], spec_model: dict[str, Any]) -> li
     config_path = Path(spec_model["build_config"])
     config_path = config_path if config_path.is_absolute() else ROOT / config_path
     try:
-        built = json.loads((Path(record["snapshot_path"]) / BUILD_RECORD).read_text(encoding="utf-8"))["build_config"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        built = read_json(Path(record["snapshot_path"]) / BUILD_RECORD, f"its snapshot's {BUILD_RECORD}")["build_config"]
+    except (JsonFileError, KeyError, TypeError) as exc:
         return [f"its snapshot's {BUILD_RECORD} cannot be read ({exc})"]
     wanted = load_build_config(config_path)
     if built != wanted:

@@ -28,6 +28,8 @@ import yaml
 
 from . import snapshots
 from .snapshots import SnapshotError
+from ..records.formats import schema_of
+from ..records.jsonfile import read_json
 
 log = logging.getLogger(__name__)
 
@@ -273,12 +275,12 @@ def _save(cfg: Mapping[str, Any], out: Path) -> None:
     tokenizer.save_pretrained(out)
     # Make AutoTokenizer use the tokenizer.json as saved, not the qwen3_moe default class.
     tc_path = out / "tokenizer_config.json"
-    tc = json.loads(tc_path.read_text())
+    tc = read_json(tc_path, "saved tokenizer config", SnapshotError)
     tc["tokenizer_class"] = "PreTrainedTokenizerFast"
     tc_path.write_text(json.dumps(tc, indent=2, sort_keys=True) + "\n")
     if not (out / "chat_template.jinja").exists() and "chat_template" not in tc:
         raise SnapshotError("the saved tokenizer carries no chat template")
-    record = {"schema": "rl-bench/reference-build/v1", "build_config": cfg}
+    record = {"schema": schema_of("reference-build"), "build_config": cfg}
     (out / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 

@@ -11,7 +11,6 @@ and binds a run-local model directory link to the same snapshot.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from pathlib import Path
@@ -19,8 +18,10 @@ from typing import Any, Mapping
 
 from .. import paths
 from ..records.atomicfile import write_json_atomic
+from ..records.formats import schema_of
+from ..records.jsonfile import read_json, read_record
 
-SCHEMA = "rl-bench/model/v1"
+SCHEMA = schema_of("model")
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # A snapshot must carry a config, a tokenizer and weights to serve a run.
@@ -107,10 +108,11 @@ def _check_complete(files: Mapping[str, str], snap: Path, label: str, hint: str)
         raise SnapshotError(f"snapshot {label} has no tokenizer file (one of {', '.join(_TOKENIZER_FILES)}). {hint}")
     shards = {rel for rel in files if rel.endswith(".safetensors")}
     if _WEIGHT_INDEX in files:
+        index = read_json(snap / _WEIGHT_INDEX, f"snapshot {label}: {_WEIGHT_INDEX}", SnapshotError, hint=hint)
         try:
-            weight_map = json.loads((snap / _WEIGHT_INDEX).read_text())["weight_map"]
-        except (ValueError, KeyError) as exc:
-            raise SnapshotError(f"snapshot {label}: {_WEIGHT_INDEX} is unreadable ({exc}). {hint}") from exc
+            weight_map = index["weight_map"]
+        except (KeyError, TypeError) as exc:
+            raise SnapshotError(f"snapshot {label}: {_WEIGHT_INDEX} has no weight_map ({exc}). {hint}") from None
         missing = sorted(set(weight_map.values()) - shards)
         if missing:
             raise SnapshotError(f"snapshot {label} lacks weight shards listed in {_WEIGHT_INDEX}: {', '.join(missing[:5])}. {hint}")
@@ -202,15 +204,8 @@ def write_record(record: Mapping[str, Any], path: Path | str) -> Path:
 
 def load_record(path: Path | str) -> dict[str, Any]:
     path = Path(path)
-    if not path.is_file():
-        raise SnapshotError(f"model identity record {path} does not exist. Next: `uv run snakemake --cores 1 {path}`")
-    try:
-        record = json.loads(path.read_text())
-    except ValueError as exc:
-        raise SnapshotError(f"model identity record {path} is not valid JSON ({exc}); delete it and rebuild it") from exc
-    if record.get("schema") != SCHEMA:
-        raise SnapshotError(f"{path} is not a model identity record (schema {record.get('schema')!r}, expected {SCHEMA})")
-    return record
+    return read_record(path, "model", "model identity record", SnapshotError,
+                       hint=f"Next: delete it if it is there and `uv run snakemake --cores 1 {path}`")
 
 
 def verify_record(record: Mapping[str, Any]) -> None:

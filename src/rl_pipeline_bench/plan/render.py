@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from ..records.formats import schema_of
 
 #: Number of pool words a salt is rendered as.
 SALT_TOKENS = 8
@@ -114,7 +115,7 @@ def text_of_tokens(tokenizer, n: int, rng) -> str:
 
 
 def _text_seed(*parts) -> int:
-    key = json.dumps(["rl-bench/render/v1", *parts])
+    key = json.dumps([schema_of("render"), *parts])
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 

@@ -6,7 +6,7 @@ for each length). The plan has one row per NEW model call and is a pure function
 `call_seed(workload, seed, update, group, trajectory, call)`, so any backend, host
 or process that asks gets the same plan, and no backend argument exists.
 
-Seeding rules (version tag "rl-bench/workload/v1"):
+Seeding rules (version tag `SEED_DOMAIN`, the ledger's "workload" entry):
 - group-shared values (prompt, tool schema, historical turns) are drawn, in that
   order, from the generator of `call_seed(..., trajectory=GROUP_SHARED, call=GROUP_SHARED)`;
 - per-call values (forced completion, tool observation, salt) are drawn, in that
@@ -32,12 +32,13 @@ import pyarrow.parquet as pq
 
 from ..records.configfile import ConfigError, check_member
 from ..records.atomicfile import atomic_write_table
+from ..records.formats import schema_of
 
 #: Sentinel used for `trajectory` and `call` in `call_seed` for values shared by a whole group.
 GROUP_SHARED = -1
 
 #: Version tag mixed into every seed; change it only together with a plan format change.
-SEED_DOMAIN = "rl-bench/workload/v1"
+SEED_DOMAIN = schema_of("workload")
 
 #: Number of random bytes in a per-call salt (rendered as hex text in the plan).
 SALT_BYTES = 8

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ..records.redaction import recorded_env
+from ..records.formats import schema_of
+from ..records.jsonfile import read_json
 
-ALLREDUCE_SCHEMA = "rl-bench/probe-allreduce/v1"
+ALLREDUCE_SCHEMA = schema_of("probe-allreduce")
 
 #: Set for every rank, whatever the caller's environment says (recorded in the result).
 FORCED_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -188,7 +190,7 @@ def run_probe(world_size: int, backend: str, *, min_bytes: int = 8, max_bytes: i
             r, c = failed[0]
             tail = texts[r].strip().splitlines()[-15:]
             raise AllReduceError(f"all-reduce rank {r} exited {c}:\n  " + "\n  ".join(tail))
-        result = json.loads(Path(out).read_text())
+        result = read_json(out, "all-reduce result", AllReduceError)
     rows = sweep_rows(result["sizes"], result["seconds"], world_size)
     largest = rows[-1]
     return {

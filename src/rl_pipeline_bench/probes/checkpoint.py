@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .storage import HEADROOM_BYTES, StorageProbeError, _human, _make_dirs, _remove_dirs, check_directory
+from ..records.formats import schema_of
 
-CHECKPOINT_SCHEMA = "rl-bench/probe-checkpoint/v1"
+CHECKPOINT_SCHEMA = schema_of("probe-checkpoint")
 
 
 def _fsync(path: Path) -> None:

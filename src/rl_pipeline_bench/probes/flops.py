@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ..records.formats import schema_of
 
-CARD_SCHEMA = "rl-bench/model-flops/v1"
+CARD_SCHEMA = schema_of("model-flops")
 _LAYER_INDEX = re.compile(r"\.(\d+)\.")
 _EXPERT_INDEX = re.compile(r"experts\.\d+\.")
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from ..records.formats import schema_of
 
-GEMM_SCHEMA = "rl-bench/probe-gemm/v1"
+GEMM_SCHEMA = schema_of("probe-gemm")
 
 
 def run_gemm(n: int = 8192, dtype: str = "bfloat16", device: str = "cuda", warmup: int = 10,

@@ -14,8 +14,9 @@ from ..evidence.store import CALLS, INTERVALS, read_evidence
 from . import phases
 from .efficiency import trainer_efficiency
 from .telemetry import read_telemetry
+from ..records.formats import schema_of
 
-RUN_INFRA_SCHEMA = "rl-bench/run-infra/v1"
+RUN_INFRA_SCHEMA = schema_of("run-infra")
 
 
 def _records(df) -> list[dict[str, Any]]:

@@ -19,8 +19,9 @@ from typing import Any
 
 from . import direct_io
 from .fio import fio_path, run_fio
+from ..records.formats import schema_of
 
-STORAGE_SCHEMA = "rl-bench/probe-storage/v1"
+STORAGE_SCHEMA = schema_of("probe-storage")
 HEADROOM_BYTES = 64 * 1024 * 1024
 ENGINES = ("auto", "fio", "python")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import io
-import json
 import os
 import tarfile
 import time
@@ -27,8 +26,10 @@ from typing import Any, Callable, Mapping
 from . import recipes as provenance
 from .. import paths
 from ..paths import ROOT
+from ..records.formats import schema_of
+from ..records.jsonfile import read_record
 
-IMAGE_SCHEMA = "rl-bench/image/v1"
+IMAGE_SCHEMA = schema_of("image")
 LABEL_BACKEND = "rl-bench.backend"
 LABEL_RECIPE = "rl-bench.recipe-sha256"
 LABEL_SOURCE = "rl-bench.source-sha256"
@@ -229,15 +230,9 @@ def build_image(
 def load_image_record(path: Path | str, backend: str | None = None) -> dict[str, Any]:
     path = Path(path)
     hint = f"Next: `uv run snakemake --cores 1 {path}` or `bench build --backend {backend or 'BACKEND'}`"
-    if not path.is_file():
+    if not path.exists():
         raise PreflightError(f"no image record {path}: the {backend or ''} image was never built. {hint}")
-    try:
-        record = json.loads(path.read_text())
-    except ValueError as exc:
-        raise PreflightError(f"image record {path} is not valid JSON ({exc}). {hint}") from exc
-    if record.get("schema") != IMAGE_SCHEMA:
-        raise PreflightError(f"{path} is not an image record (schema {record.get('schema')!r}). {hint}")
-    return record
+    return read_record(path, "image", "image record", PreflightError, hint=hint)
 
 
 def preflight(

@@ -22,9 +22,11 @@ from typing import Any, Iterable, Mapping
 from .. import backends
 from ..records.atomicfile import write_json_atomic
 from ..paths import ROOT
+from ..records.formats import schema_of
+from ..records.jsonfile import read_record
 
-RECIPE_SCHEMA = "rl-bench/recipe/v1"
-SOURCE_SCHEMA = "rl-bench/source/v1"
+RECIPE_SCHEMA = schema_of("recipe")
+SOURCE_SCHEMA = schema_of("source")
 
 # Caches and editor droppings never change what runs; ignoring them keeps hashes stable.
 _IGNORED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".snakemake", ".ipynb_checkpoints"}
@@ -187,7 +189,7 @@ def read_pins(backend: str, root: Path | str = ROOT) -> dict[str, str]:
 
 # --- native environments: setup manifests ---------------------------------------------
 
-SETUP_SCHEMA = "rl-bench/setup/v1"
+SETUP_SCHEMA = schema_of("setup")
 
 
 def _utc_now() -> str:
@@ -245,10 +247,7 @@ def load_setup_manifests(env_root: Path | str) -> dict[str, Any]:
         )
     out = {}
     for path in sorted(folder.glob("*.json")):
-        try:
-            out[path.name] = json.loads(path.read_text())
-        except ValueError as exc:
-            raise ProvenanceError(f"setup manifest {path} is not valid JSON ({exc})") from exc
+        out[path.name] = read_record(path, "setup", "setup manifest", ProvenanceError)
     if not out:
         raise ProvenanceError(f"{folder} holds no setup manifest; the prefix's setup did not finish")
     return out

@@ -7,7 +7,6 @@ summaries, and a broken evidence directory becomes a listed attempt, never a cra
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from ..evidence.attempts import Attempt, read_attempts, unindexed_dirs
-from ..paths import NotARegularFile, require_regular_file
+from ..records.formats import LEDGER
+from ..records.jsonfile import read_json
 
-SUMMARY_SCHEMA = "rl-bench/summary/v1"
+SUMMARY_SCHEMA = LEDGER["summary"].schema
 
 #: The offered length quantities plotted per workload (key, label).
 OFFERED_QUANTITIES = (
@@ -61,7 +61,7 @@ class Run:
 
 
 #: Every summary schema: "rl-bench/summary/vN"; this code reads the versions in SUMMARY_READERS.
-SUMMARY_FAMILY = "rl-bench/summary/"
+SUMMARY_FAMILY = LEDGER["summary"].family
 
 
 class UnreadableSummary(ReportInputError):
@@ -88,15 +88,7 @@ def load_summary(path: Path | str) -> dict[str, Any]:
     naming the file.
     """
     path = Path(path)
-    try:
-        require_regular_file(path, "summary")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except NotARegularFile as exc:
-        raise ReportInputError(str(exc)) from None
-    except FileNotFoundError:
-        raise ReportInputError(f"summary {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportInputError(f"summary {path} is not readable JSON: {exc}") from None
+    data = read_json(path, "summary", ReportInputError, strict=True)
     schema = data.get("schema") if isinstance(data, dict) else None
     reader = SUMMARY_READERS.get(schema)
     if reader is not None:

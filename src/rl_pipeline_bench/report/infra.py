@@ -10,7 +10,6 @@ Every target is a finding (met / not met), never a validity rule.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from ..probes.run_infra import RUN_INFRA_SCHEMA
 from ..probes.storage import STORAGE_SCHEMA
 from .collect import ReportInputError
 from .files import data_uri
+from ..records.jsonfile import read_json
 
 PROBE_KINDS = {ALLREDUCE_SCHEMA: "allreduce", STORAGE_SCHEMA: "storage", CHECKPOINT_SCHEMA: "checkpoint",
                GEMM_SCHEMA: "gemm"}
@@ -39,12 +39,7 @@ class InfraInputs:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportInputError(f"infrastructure input {path} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise ReportInputError(f"infrastructure input {path} is not readable JSON: {exc}") from None
+    data = read_json(path, "infrastructure input", ReportInputError, strict=True)
     if not isinstance(data, dict):
         raise ReportInputError(f"infrastructure input {path} is not a JSON object")
     return data

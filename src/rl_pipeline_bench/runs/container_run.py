@@ -31,12 +31,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator, Mapping, Sequence
+from ..records.formats import schema_of
+from ..records.jsonfile import read_record
 
 CONTROL_TARGET = "/rl-bench/control"
 CONTROL_FILE = "container.json"
 #: Environment variable naming the control file inside the container.
 CONTROL_ENV = "RL_BENCH_CONTAINER_CONTROL"
-CONTAINER_SCHEMA = "rl-bench/container/v1"
+CONTAINER_SCHEMA = schema_of("container")
 #: Image paths a run may never mount over: the benchmark tree, its environment, the tools.
 PROTECTED_PATHS = ("/opt/rl-bench", "/opt/env", "/opt/uv", "/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 LABEL_RUN = "rl-bench.run-id"
@@ -281,10 +283,5 @@ def read_control(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     path = env.get(CONTROL_ENV)
     if not path:
         return None
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ContainerRunError(f"{CONTROL_ENV}={path}: cannot read the container control record: {exc}") from exc
-    if data.get("schema") != CONTAINER_SCHEMA:
-        raise ContainerRunError(f"{CONTROL_ENV}={path}: not a {CONTAINER_SCHEMA} record")
+    data = read_record(path, "container", f"container control record ({CONTROL_ENV})", ContainerRunError)
     return data

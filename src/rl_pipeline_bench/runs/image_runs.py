@@ -30,6 +30,7 @@ from . import container_run
 from ..provenance import images, recipes as provenance
 from .. import paths
 from .container_run import Mount, bind
+from ..records.jsonfile import JsonFileError, read_json
 
 
 #: Set by every backend image (its Dockerfile's ENV): this process already runs in the image.
@@ -161,8 +162,8 @@ def stop_on_sigterm() -> None:
 def evidence_status(evidence_dir: Path) -> str | None:
     """The manifest's status of an evidence directory (None if there is no readable manifest)."""
     try:
-        return json.loads((Path(evidence_dir) / "manifest.json").read_text()).get("status")
-    except (OSError, ValueError):
+        return read_json(Path(evidence_dir) / "manifest.json", "manifest").get("status")
+    except (JsonFileError, AttributeError):
         return None
 
 

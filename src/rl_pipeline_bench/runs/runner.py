@@ -7,7 +7,6 @@ writes the declared `run.json` only after the backend finished cleanly.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -32,8 +31,10 @@ from ..probes.telemetry import beside_run
 from ..provenance.recipes import native_identity
 from ..records.redaction import redact_text, register_run_variables
 from ..settings.spec import RunSpec, SpecError
+from ..records.formats import schema_of
+from ..records.jsonfile import read_json
 
-RUN_SCHEMA = "rl-bench/run/v1"
+RUN_SCHEMA = schema_of("run")
 
 
 class RunRecordExists(ConfigError):
@@ -78,18 +79,15 @@ class RunContext:
 
 
 def load_model_record(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise ConfigError(
-            f"model identity record {path} is missing; build it first with "
-            f"`uv run snakemake --cores 1 {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
-        )
-    return json.loads(path.read_text())
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return read_json(path, "model identity record", ConfigError,
+                     hint=f"Build it first with `uv run snakemake --cores 1 {shown}`")
 
 
-def _read_json(path: Path | None) -> dict[str, Any] | None:
+def _read_json(path: Path | None, what: str) -> dict[str, Any] | None:
     if path is None or not Path(path).exists():
         return None
-    return json.loads(Path(path).read_text())
+    return read_json(path, what, ConfigError)
 
 
 def _lease_fields() -> dict[str, Any]:
@@ -196,9 +194,9 @@ def execute_run(
               file=sys.stdout if code == 0 else sys.stderr, flush=True)
         return code
 
-    recipe = _read_json(recipe_record) or {}
-    source = _read_json(source_record) or {}
-    image = _read_json(image_record)
+    recipe = _read_json(recipe_record, "recipe record") or {}
+    source = _read_json(source_record, "source record") or {}
+    image = _read_json(image_record, "image record")
     if run_spec.runtime == "native":
         # What setup ran is only known from the prefix's setup manifests; the recipe
         # hash of a native run is what was requested, not proven by an image.

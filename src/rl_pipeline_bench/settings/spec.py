@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +20,10 @@ from typing import Any, Mapping
 from ..records.configfile import ConfigError, get_suite
 from ..contract.settings import ContractSettings
 from ..records.settings_hash import HASH_LENGTH, settings_hash
+from ..records.formats import schema_of
+from ..records.jsonfile import JsonFileError, read_json
 
-SPEC_SCHEMA = "rl-bench/run-spec/v1"
+SPEC_SCHEMA = schema_of("run-spec")
 SPEC_ID = re.compile(rf"^(?P<suite>.+)-(?P<hash>[0-9a-f]{{{HASH_LENGTH}}})$")
 #: Snakemake wildcard constraint of a spec id.
 SPEC_ID_PATTERN = rf"[^/]+-[0-9a-f]{{{HASH_LENGTH}}}"
@@ -249,21 +250,12 @@ def check_spec(doc: Any, where: str = "spec") -> RunSpec:
 
 def load_spec(path: Path | str) -> RunSpec:
     """Read and check a spec file; a file named like a spec id must carry that id's hash."""
-    from ..paths import NotARegularFile, require_regular_file
+    from ..paths import spec_file
 
     path = Path(path)
-    try:
-        require_regular_file(path, "run spec")
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except NotARegularFile as exc:
-        raise SpecError(str(exc)) from None
-    except FileNotFoundError:
-        from ..paths import spec_file
-
-        raise SpecError(f"run spec {path} does not exist; the workflow writes it "
-                        f"(`uv run snakemake --cores 1 {spec_file('SUITE-HASH')}`, see `bench plan`)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecError(f"run spec {path} is not readable JSON: {exc}") from None
+    # not strict: a NaN is named with its key by the schema check below
+    doc = read_json(path, "run spec", SpecError,
+                    hint=f"The workflow writes it (`uv run snakemake --cores 1 {spec_file('SUITE-HASH')}`, see `bench plan`)")
     from .spec_schema import validate_spec_settings
 
     validate_spec_settings(doc, where=f"run spec {path}")  # a recomputed hash proves nothing about the values
@@ -324,8 +316,8 @@ def check_run_spec(record: dict, run_json: Path, evidence_dir: Path, spec: RunSp
         raise SpecError(f"{run_json} names spec hash {record.get('spec_hash')}, but it is summarized under spec "
                         f"{spec.id} (hash {spec.hash})")
     try:
-        manifest = json.loads((evidence_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = read_json(evidence_dir / "manifest.json", "manifest", strict=True)
+    except JsonFileError:
         return  # an unreadable manifest is the summary's finding (manifest_missing / manifest_corrupt)
     check_evidence_spec(manifest, spec, where=f"evidence {evidence_dir}")
 

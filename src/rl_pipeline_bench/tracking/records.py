@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from ..records.jsonfile import JsonFileError, read_json
 
 
 @dataclass
@@ -165,8 +166,8 @@ def probe_record(summary_path: Path) -> Record:
 
 def _is_probe(path: Path) -> bool:
     try:
-        schema = str(json.loads(path.read_text(encoding="utf-8")).get("schema") or "")
-    except (OSError, ValueError, AttributeError):
+        schema = str(read_json(path, "record").get("schema") or "")
+    except (JsonFileError, AttributeError):
         return False
     return schema.startswith(PROBE_SCHEMAS)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from ...records.configfile import ConfigError
 from .base import Policy, PolicyRef
 from .scripted import ScriptedLift
+from ...records.jsonfile import read_json
 
 BUILTIN = {"scripted_lift": ScriptedLift}
 POLICY_FILE = "policy.json"
@@ -91,10 +91,10 @@ def load_policy(ref: PolicyRef) -> Policy:
     root = check_checkpoint(ref.path)
     described = root / POLICY_FILE
     if described.is_file():
+        desc = read_json(described, "policy description", PolicyLoadError)
         try:
-            desc = json.loads(described.read_text(encoding="utf-8"))
             kind, params = desc["kind"], dict(desc.get("params") or {})
-        except (ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise PolicyLoadError(f"{described}: not a policy description ({exc})") from None
         if kind not in BUILTIN:
             raise PolicyLoadError(f"{described}: unknown kind '{kind}' (known: {', '.join(BUILTIN)})")

@@ -25,6 +25,7 @@ import yaml
 
 from k8s_fake import FakeCluster
 from rl_pipeline_bench.provenance import recipes as provenance
+from rl_pipeline_bench import paths
 from rl_pipeline_bench.k8s import collect, manifests, markers, pod
 from rl_pipeline_bench.k8s.controller import Controller, ResumeRefused, Timeouts, verify_pod
 from rl_pipeline_bench.k8s.request import RequestError, build_request, parse_image
@@ -251,7 +252,7 @@ def test_pod_program_runs_a_cpu_suite_into_its_data_directory(tmp_path):
     assert run["exit_code"] == 0 and run["summary"]["valid"] is True
     archive = subprocess.run([sys.executable, *collect.archive_command(str(data))[1:]], capture_output=True, text=True, check=True)
     got = collect.unpack(archive.stdout, tmp_path / "collected")
-    manifests_found = list((tmp_path / "collected" / "evidence").glob("*/manifest.json"))
+    manifests_found = list(paths.evidence_root(tmp_path / "collected").glob("*/manifest.json"))
     assert got["files"] >= 5 and len(manifests_found) == 1
     assert json.loads(manifests_found[0].read_text())["status"] == "completed"
     assert (tmp_path / "collected" / run["run_json"]).exists()
@@ -277,10 +278,11 @@ def test_archive_corruption_is_detected(tmp_path):
 def results(tmp_path) -> Path:
     """What the pod's data directory holds after a run (the fake PVC)."""
     d = tmp_path / "pvc-run"
-    (d / "evidence" / "run-1").mkdir(parents=True)
-    (d / "evidence" / "run-1" / "manifest.json").write_text('{"status": "completed"}')
-    (d / "runs" / "comparison" / "art" / "multi_turn" / "trial1").mkdir(parents=True)
-    (d / "runs" / "comparison" / "art" / "multi_turn" / "trial1" / "summary.json").write_text('{"valid": true}')
+    (paths.evidence_root(d) / "run-1").mkdir(parents=True)
+    (paths.evidence_root(d) / "run-1" / "manifest.json").write_text('{"status": "completed"}')
+    run_dir = paths.run_dir("comparison-0123456789ab", "art", "multi_turn", 1, d)
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text('{"valid": true}')
     return d
 
 
@@ -308,7 +310,7 @@ def test_controller_verifies_releases_collects_and_keeps_the_pod(source_json, tm
     uid = record["pod"]["uid"]
     annotations = cluster.pods["rl-bench-art-test"]["metadata"]["annotations"]
     assert annotations[manifests.RELEASE_ANNOTATION] == uid and annotations[manifests.COLLECTED_ANNOTATION] == uid
-    assert (out / "artifacts" / "evidence" / "run-1" / "manifest.json").exists()
+    assert (paths.evidence_root(out / "artifacts") / "run-1" / "manifest.json").exists()
     assert record["artifacts"]["files"] == 2
     for name in ("pod-requested.json", "pod-observed-verify.json", "pod-observed-finish.json", "pod-final.json"):
         strict(json.loads((out / name).read_text()))  # the double's API objects are real-shaped

@@ -22,12 +22,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from ..settings.spec import RunSpec
+
+from .. import paths
+from ..paths import ROOT
 from ..provenance import recipes as provenance
 from ..records.atomicfile import write_json_atomic
+from ..records.jsonfile import JsonFileError, read_json
 from . import markers
-from ..paths import ROOT
 from .manifests import ABORT, COLLECTED_ANNOTATION, RELEASE_ANNOTATION
 
 EXIT_IDENTITY = 3  # baked hashes, cache or topology do not match: refused before GPU work
@@ -39,10 +44,10 @@ def check_identity(root: Path, backend: str, record_path: Path, cache: Path, nee
     """Baked recipe/source sha256 (recomputed from the image's files) against the mounted record."""
     problems: list[str] = []
     try:
-        mounted = json.loads(Path(record_path).read_text())
-    except (OSError, ValueError) as exc:
+        mounted = read_json(record_path, "the mounted source record")
+    except JsonFileError as exc:
         mounted = {}
-        problems.append(f"cannot read the mounted source record {record_path}: {exc}")
+        problems.append(f"cannot read {exc}")
     baked = {"source_sha256": None, "recipe_sha256": None}
     try:
         baked["source_sha256"] = provenance.source_manifest(root)
@@ -93,48 +98,57 @@ def wait_for_annotation(podinfo: Path, key: str, uid: str, timeout_s: float, pol
         time.sleep(poll_s)
 
 
-def model_record(config: dict[str, Any], model: str, cache: Path) -> dict[str, Any]:
-    """The model identity from the mounted HF cache: hub models offline (never fetched), local ones built."""
-    from ..models.snapshots import hub_identity, model_rule_params
+def model_record(model: dict[str, Any], cache: Path) -> dict[str, Any]:
+    """The spec's model's identity from the mounted HF cache: hub models offline (never fetched), local ones built."""
+    from ..models.snapshots import hub_identity
 
-    p = model_rule_params(config, model)
-    if p["source"] == "hub":
-        return hub_identity(model, p["repo_id"], p["revision"], cache, offline=True)
+    if model["source"] == "hub":
+        return hub_identity(model["name"], model["repo_id"], model["revision"], cache, offline=True)
     from ..models.reference import build_reference_snapshot
 
-    return build_reference_snapshot(Path(ROOT) / p["build_config"], cache, model=model, repo_id=p["repo_id"])
+    return build_reference_snapshot(Path(ROOT) / model["build_config"], cache, model=model["name"],
+                                    repo_id=model["repo_id"])
 
 
-def run_workloads(args, config: dict[str, Any], suite, data: Path, env: dict[str, str]) -> list[dict[str, Any]]:
-    """Every workload serially under the in-pod lease; stops at the first failure."""
+def run_workloads(args, spec: RunSpec, data: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Every workload of the spec serially under the in-pod lease; stops at the first failure.
+
+    `data` is laid out as a workspace (rl_pipeline_bench.paths under it): the spec, its plans,
+    the model and provenance records, run records, summaries and the evidence, so the collected
+    archive reads like any other results tree."""
     from ..leases import lease_command
+    from ..plan.workloads import spec_plan, write_plan
+    from ..settings.spec import write_spec
 
-    model = model_record(config, suite["model"], Path(args.cache))
-    model_path = write_json_atomic(model, data / "models" / f"{suite['model']}.json")
-    source_path = write_json_atomic(provenance.source_record(ROOT), data / "provenance" / "source.json")
-    recipe_path = write_json_atomic(provenance.recipe_record(args.backend, ROOT),
-                                    data / "provenance" / "recipes" / f"{args.backend}.json")
+    spec = write_spec(spec.doc, paths.spec_file(spec.id, data))  # every run below reads this file
+    model = write_json_atomic(model_record(spec.model, Path(args.cache)), paths.model_record(spec.model["name"], data))
+    source_path = write_json_atomic(provenance.source_record(ROOT), paths.source_record(data))
+    recipe_path = write_json_atomic(provenance.recipe_record(args.backend, ROOT), paths.recipe_record(args.backend, data))
+    bench = [sys.executable, "-m", "rl_pipeline_bench.cli"]
     results = []
-    for workload in suite["workloads"]:
-        run_dir = data / "runs" / suite.name / args.backend / workload / "trial1"
-        run_json = run_dir / "run.json"
-        bench = [sys.executable, "-m", "rl_pipeline_bench.cli"]
-        command = [*bench, "run", "--suite", suite.name, "--backend", args.backend, "--workload", workload,
-                   "--trial", "1", "--set", f"hf_cache={args.cache}", "--model-record", str(model_path),
+    for workload in spec.workloads:
+        _ws, plan, meta = spec_plan(spec, workload)
+        plan_path = write_plan(plan, paths.plan_file(spec.id, workload, data), meta)
+        run_dir = paths.run_dir(spec.id, args.backend, workload, 1, data)
+        run_json, summary_path = run_dir / Path(paths.RUN_RECORD).name, run_dir / Path(paths.RUN_SUMMARY).name
+        command = [*bench, "run", "--spec", str(spec.path), "--backend", args.backend, "--workload", workload,
+                   "--trial", "1", "--model-record", str(model), "--plan", str(plan_path),
                    "--recipe-record", str(recipe_path), "--source-record", str(source_path),
-                   "--evidence-root", str(data / "evidence"), "--run-json", str(run_json)]
-        if suite["gpus"]:
-            run_id = f"{suite.name}-{args.backend}-{workload}-trial1"
-            command = lease_command(args.gpus, suite["gpus"], run_id, launcher=(*bench, "lease")) + command
+                   "--evidence-root", str(paths.evidence_root(data)),
+                   "--attempts-index", str(paths.attempts_index(data)), "--run-json", str(run_json)]
+        if spec.gpus:
+            run_id = f"{spec.id}-{args.backend}-{workload}-trial1"
+            command = lease_command(args.gpus, spec.gpus, run_id, launcher=(*bench, "lease")) + command
         run_dir.mkdir(parents=True, exist_ok=True)
         with open(run_dir / "pod-run.log", "w") as log:
             code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
         summary = None
         if code == 0:
-            subprocess.run([*bench, "summarize-run", str(run_json), "--output", str(run_dir / "summary.json")],
+            subprocess.run([*bench, "summarize-run", str(run_json), "--spec", str(spec.path), "--plan", str(plan_path),
+                            "--attempts-index", str(paths.attempts_index(data)), "--output", str(summary_path)],
                            env=env, check=False)
-            if (run_dir / "summary.json").exists():
-                s = json.loads((run_dir / "summary.json").read_text())
+            if summary_path.exists():
+                s = read_json(summary_path, "summary")
                 summary = {"valid": s.get("valid"), "reasons": s.get("reasons")}
         record = markers.emit("run", workload=workload, exit_code=code, run_json=str(run_json.relative_to(data)),
                               summary=summary)
@@ -160,19 +174,19 @@ def main(argv: list[str] | None = None) -> int:
     uid = os.environ.get("RL_BENCH_POD_UID", "")
 
     from .. import backends
-    from ..settings.config import load_config
-    from ..records.configfile import ConfigError, get_suite
-    from ..settings.spec import build_spec, check_spec
     from ..backends.suite_checks import preflight as topology_preflight
+    from ..records.configfile import ConfigError
+    from ..settings.config import load_config
+    from ..settings.spec import build_spec, check_spec
 
     env = dict(os.environ, HF_HOME=str(args.cache), HF_HUB_OFFLINE="1", RL_BENCH_ROOT=str(ROOT))
     problems: list[str] = []
     needs_hub = True
     try:
         config = load_config(Path(ROOT) / "config.yaml", {"hf_cache": str(args.cache)})
-        suite = get_suite(config, args.suite)
-        needs_hub = config["models"][suite["model"]]["source"] == "hub"  # a local model brings its own hub/
-        topology_preflight(check_spec(build_spec(config, suite.name)), args.backend)
+        spec = check_spec(build_spec(config, args.suite))  # written into the data directory once released
+        needs_hub = spec.model["source"] == "hub"  # a local model brings its own hub/
+        topology_preflight(spec, args.backend)
         hooks = backends.get(args.backend).host_hooks
         for name in args.host_hook:  # the request checked the names against the same descriptor
             env = hooks[name].apply(env, provenance.read_pins(args.backend, ROOT))
@@ -189,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         markers.emit("released", uid=uid, released=False, reason=gate)
         return EXIT_ABORTED
     markers.emit("released", uid=uid, released=True)
-    results = run_workloads(args, config, suite, args.data, env)
-    ok = len(results) == len(suite["workloads"]) and all(r["exit_code"] == 0 for r in results)
+    results = run_workloads(args, spec, args.data, env)
+    ok = len(results) == len(spec.workloads) and all(r["exit_code"] == 0 for r in results)
     markers.emit("completed", uid=uid, ok=ok, runs=len(results), data=str(args.data))
     wait_for_annotation(args.podinfo, COLLECTED_ANNOTATION, uid, args.collect_timeout)
     return 0 if ok else EXIT_RUN_FAILED

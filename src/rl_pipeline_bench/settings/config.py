@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from ..records.configfile import NOT_A_MAPPING, ConfigError, read_config_file
-from ..contract.settings import ContractSettings
+from .rules import contract_problem, device_gpus_problem, model_source_problem
 from ..paths import CONFIG_PATH, SCHEMA_PATH
 
 _SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
@@ -123,14 +123,10 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
         for w in suite["workloads"]:
             if w not in config["workloads"]:
                 problems.append(f"config key '{key}/workloads': workload '{w}' has no distribution under 'workloads'")
-        try:
-            ContractSettings.with_defaults(suite.get("contract"))
-        except ValueError as exc:
-            problems.append(f"config key '{key}/contract': {exc}")
-        if suite["device"] == "cpu" and suite["gpus"] != 0:
-            problems.append(f"config key '{key}/gpus': a cpu suite takes no GPUs (got {suite['gpus']})")
-        if suite["device"] == "cuda" and suite["gpus"] < 1:
-            problems.append(f"config key '{key}/gpus': a cuda suite needs at least one GPU")
+        if (problem := contract_problem(suite.get("contract"))) is not None:
+            problems.append(f"config key '{key}/contract': {problem}")
+        if (problem := device_gpus_problem(suite["device"], suite["gpus"])) is not None:
+            problems.append(f"config key '{key}/gpus': {problem}")
         for spec in suite.get("gpu_sets", []):
             n = len([s for s in spec.split(",") if s.strip()])
             if n != suite["gpus"]:
@@ -149,10 +145,8 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
             if any(b < a for a, b in zip(vs, vs[1:])):
                 problems.append(f"config key '{key}': token values must not decrease")
     for name, model in config["models"].items():
-        if model["source"] == "hub" and "revision" not in model:
-            problems.append(f"config key 'models/{name}/revision': a hub model must pin a 40-hex revision")
-        if model["source"] == "local" and "build_config" not in model:
-            problems.append(f"config key 'models/{name}/build_config': a local model needs its build config")
+        if (problem := model_source_problem(model)) is not None:
+            problems.append(f"config key 'models/{name}/{problem[0]}': {problem[1]}")
     if problems:
         raise invalid_configuration(problems)
     return config

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError, config_schema, non_finite_keys, schema_validator
+from .rules import contract_problem, device_gpus_problem, model_source_problem
 
 
 @functools.lru_cache(maxsize=1)
@@ -75,12 +76,10 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
     if errors:
         return [f"spec key 'settings/{'/'.join(map(str, e.absolute_path))}': {e.message}" for e in errors]
     s = settings
-    c = s["contract"]
-    if c["headline_updates"] > c["measured_updates"]:
-        problems.append(f"spec key 'settings/contract/headline_updates': {c['headline_updates']} exceeds "
-                        f"measured_updates {c['measured_updates']}")
-    if (s["device"] == "cpu") != (s["gpus"] == 0):
-        problems.append(f"spec key 'settings/gpus': {s['gpus']} GPU(s) on a {s['device']} suite")
+    if (problem := contract_problem(s["contract"])) is not None:
+        problems.append(f"spec key 'settings/contract': {problem}")
+    if (problem := device_gpus_problem(s["device"], s["gpus"])) is not None:
+        problems.append(f"spec key 'settings/gpus': {problem}")
     for key in ("workload_scale", "workload_distributions"):
         if sorted(s[key]) != sorted(s["workloads"]):
             problems.append(f"spec key 'settings/{key}': covers {sorted(s[key])}, the suite's workloads are "
@@ -94,9 +93,11 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
 
 def _model_problems(model: dict[str, Any]) -> list[str]:
     """A hub model pins a revision; a local model's build-config digest is the file's."""
+    if (problem := model_source_problem(model)) is not None:
+        return [f"spec key 'settings/model/{problem[0]}': {problem[1]}"]
     if model["source"] == "hub":
-        return [] if "revision" in model else ["spec key 'settings/model/revision': a hub model must pin a revision"]
-    if "build_config" not in model or "build_config_sha256" not in model:
+        return []
+    if "build_config_sha256" not in model:
         return ["spec key 'settings/model': a local model needs build_config and build_config_sha256"]
     from ..paths import ROOT
 

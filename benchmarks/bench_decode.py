@@ -49,6 +49,7 @@ def _sync(device: torch.device) -> None:
 def load(build_config: Path, hf_home: Path, device: torch.device, lora: bool):
     from rl_pipeline_bench.backends.reference import policy
     from rl_pipeline_bench.backends.reference.rollout import banned_token_mask
+    from rl_pipeline_bench.models.lora import apply_lora, plan_lora
     from rl_pipeline_bench.models.reference import build_reference_snapshot
 
     t0 = time.perf_counter()
@@ -59,7 +60,7 @@ def load(build_config: Path, hf_home: Path, device: torch.device, lora: bool):
     params = sum(p.numel() for p in model.parameters())
     if lora:
         torch.manual_seed(0)
-        model = policy.apply_lora(model, policy.plan_lora(model, 8, 32))
+        model = apply_lora(model, plan_lora(model, 8, 32))
     model.eval()
     banned = banned_token_mask(tokenizer, int(model.config.vocab_size), device)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")

@@ -5,6 +5,9 @@
 # evaluated checkpoint is never evaluated again. Logic: rl_pipeline_bench.eval.
 
 
+include: "eval_helpers.smk"
+
+
 wildcard_constraints:
     esuite=SAFE_NAME,
     ehash=EVAL_HASH_PATTERN,

@@ -6,7 +6,7 @@
 # build config into the same hub/ layout; a `source: hub` model is resolved at its
 # pinned revision through huggingface_hub (offline, HF_HUB_OFFLINE=1: only verified,
 # never fetched). Needs only `config`; `--config hf_cache=PATH` reuses an HF_HOME.
-# Params given to both scripts: model, source, repo_id, revision, build_config, hf_home.
+# Both scripts get one param, `model`: {model, source, repo_id, revision, build_config, hf_home, script}.
 
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
 localrules:
@@ -23,12 +23,7 @@ rule model_identity:
     log:
         "logs/models/{model}.log",
     params:
-        model=lambda wc: wc.model,
-        source=lambda wc: model_rule_params(config, wc.model)["source"],
-        repo_id=lambda wc: model_rule_params(config, wc.model)["repo_id"],
-        revision=lambda wc: model_rule_params(config, wc.model)["revision"],
-        build_config=lambda wc: model_rule_params(config, wc.model)["build_config"],
-        hf_home=lambda wc: model_rule_params(config, wc.model)["hf_home"],
-        script=lambda wc: model_rule_params(config, wc.model)["script"],
+        # One call: every field rule model_identity needs (rl_pipeline_bench.models.snapshots.model_rule_params).
+        model=lambda wc: model_rule_params(config, wc.model),
     script:
-        "../workflow_scripts/{params.script}"
+        "../workflow_scripts/{params.model[script]}"

@@ -11,6 +11,10 @@
 # slot, so they never overlap a benchmark run.
 
 
+include: "probe_helpers.smk"
+
+
+
 # Runs where Snakemake runs, also under a cluster executor (see the Snakefile).
 localrules:
     model_flops,

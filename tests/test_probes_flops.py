@@ -37,14 +37,14 @@ def test_lora_parameters_match_peft(card, tmp_path):
     from peft.utils import get_peft_model_state_dict
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from rl_pipeline_bench.backends.reference import policy
+    from rl_pipeline_bench.models.lora import apply_lora, plan_lora
 
     snap = tiny_snapshot(tmp_path / "s")
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(snap))
-    plan = policy.plan_lora(model, 8, 32)
+    plan = plan_lora(model, 8, 32)
     assert plan.experts == "per_expert_parameters"
-    peft_count = sum(v.numel() for v in get_peft_model_state_dict(policy.apply_lora(model, plan)).values())
+    peft_count = sum(v.numel() for v in get_peft_model_state_dict(apply_lora(model, plan)).values())
     got = flops.lora_params(card, plan.manifest())
     assert got["params"] == peft_count == 21504
     # attention adapters always run (2 layers * 3584); expert adapters at top-2 of 4 (14336 / 2)

@@ -21,6 +21,7 @@ from rl_pipeline_bench.records.configfile import get_suite
 from rl_pipeline_bench.contract.summary import summarize
 from rl_pipeline_bench.evidence.store import EvidenceWriter, read_evidence
 from rl_pipeline_bench.records.timestamps import new_run_id
+from rl_pipeline_bench.models.lora import apply_lora, plan_lora
 from rl_pipeline_bench.models.reference import build_reference_snapshot
 from rl_pipeline_bench.settings.spec import build_spec, check_spec
 from rl_pipeline_bench.runs.runner import RunContext
@@ -107,7 +108,7 @@ def test_acceptance_rejects_stale_and_wrong_length_groups():
 def test_stale_group_is_recorded_and_never_trained_on(config, model_record, tokenizer, tmp_path):
     ctx = make_ctx(config, tmp_path, model_record)
     model = policy.load_base_model(model_record["snapshot_path"], torch.device("cpu"))
-    model = policy.apply_lora(model, policy.plan_lora(model, 8, 32))
+    model = apply_lora(model, plan_lora(model, 8, 32))
     params = policy.adapter_parameters(model)
     before = {n: p.detach().clone() for n, p in params.items()}
     board = PolicyBoard()

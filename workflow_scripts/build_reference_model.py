@@ -12,12 +12,11 @@ from rl_pipeline_bench.models.snapshots import SnapshotError, write_record
 smk = snakemake  # noqa: F821  (injected by Snakemake's script directive)
 logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 log = logging.getLogger("model_identity")
-p = smk.params
-model = getattr(p, "model", None)
-repo_id = getattr(p, "repo_id", None)
-log.info("building %s (%s) from %s into HF_HOME %s", model, repo_id, p.build_config, p.hf_home)
+p = smk.params.model  # rl_pipeline_bench.models.snapshots.model_rule_params
+model, repo_id = p["model"], p["repo_id"]
+log.info("building %s (%s) from %s into HF_HOME %s", model, repo_id, p["build_config"], p["hf_home"])
 try:
-    record = build_reference_snapshot(p.build_config, p.hf_home, model=model, repo_id=repo_id)
+    record = build_reference_snapshot(p["build_config"], p["hf_home"], model=model, repo_id=repo_id)
 except SnapshotError as exc:
     log.error("%s", exc)
     print(f"model_identity: {exc}", file=sys.stderr)

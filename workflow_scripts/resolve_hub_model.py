@@ -12,10 +12,10 @@ from rl_pipeline_bench.models.snapshots import SnapshotError, hub_identity, writ
 smk = snakemake  # noqa: F821  (injected by Snakemake's script directive)
 logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 log = logging.getLogger("model_identity")
-p = smk.params
-log.info("resolving %s = %s@%s into HF_HOME %s", p.model, p.repo_id, p.revision, p.hf_home)
+p = smk.params.model  # rl_pipeline_bench.models.snapshots.model_rule_params
+log.info("resolving %s = %s@%s into HF_HOME %s", p["model"], p["repo_id"], p["revision"], p["hf_home"])
 try:
-    record = hub_identity(p.model, p.repo_id, p.revision, p.hf_home)
+    record = hub_identity(p["model"], p["repo_id"], p["revision"], p["hf_home"])
 except SnapshotError as exc:
     log.error("%s", exc)
     print(f"model_identity: {exc}", file=sys.stderr)

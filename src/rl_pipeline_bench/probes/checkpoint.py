@@ -69,13 +69,13 @@ def _adapter_state(snapshot: Path, rank: int, alpha: int, seed: int) -> tuple[di
     from peft.utils import get_peft_model_state_dict
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from ..backends.reference import policy
+    from ..models.lora import apply_lora, plan_lora
 
     config = AutoConfig.from_pretrained(str(snapshot), local_files_only=True)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(text)
-    peft_model = policy.apply_lora(model, policy.plan_lora(model, rank, alpha))
+    peft_model = apply_lora(model, plan_lora(model, rank, alpha))
     layout = get_peft_model_state_dict(peft_model)
     gen = torch.Generator().manual_seed(seed)
     state = {k: (torch.randn(tuple(v.shape), generator=gen) * 0.01).to(v.dtype) for k, v in layout.items()}

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ... import paths
+from ...models.lora import apply_lora, plan_lora
 from ...models.snapshots import SnapshotError, verify_record
 from . import policy
 from .policy import ReferenceBackendError
@@ -84,9 +85,9 @@ def run(ctx) -> None:
     tokenizer = policy.load_tokenizer(snapshot)
     torch.manual_seed(ctx.run_spec.seed)  # LoRA init (A random, B zero) is reproducible
     trainer_base = policy.load_base_model(snapshot, trainer_dev)
-    lora = policy.plan_lora(trainer_base, ref["lora_rank"], ref["lora_alpha"])
-    trainer_model = policy.apply_lora(trainer_base, lora)
-    rollout_model = policy.apply_lora(policy.load_base_model(snapshot, rollout_dev), lora).eval()
+    lora = plan_lora(trainer_base, ref["lora_rank"], ref["lora_alpha"])
+    trainer_model = apply_lora(trainer_base, lora)
+    rollout_model = apply_lora(policy.load_base_model(snapshot, rollout_dev), lora).eval()
     trainer_params = policy.adapter_parameters(trainer_model)
     rollout_params = policy.adapter_parameters(rollout_model)
     for p in rollout_params.values():

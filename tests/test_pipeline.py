@@ -117,7 +117,7 @@ def test_leased_run_without_nvml_records_why_and_completes(smoke_workdir, tmp_pa
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
     inventory = write_inventory(tmp_path / "inventory.json", [gpu(0)])
-    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--config", str(config_path), "--backend", "reference",
+    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--configfile", str(config_path), "--backend", "reference",
            "--workload", "tool_history", "--evidence-root", str(tmp_path / "evidence")]
     env = dict(lease_env(inventory, tmp_path / "locks"), RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(lease_argv("0", 1, "telemetry-no-nvml", run), cwd=smoke_workdir, env=env,
@@ -288,7 +288,7 @@ def test_forced_run_never_replaces_a_run_record(smoke_workdir):
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "tool_history",
-         "--config", str(smoke_workdir / "config.yaml"), "--suite", "smoke", "--run-json", str(run_json),
+         "--configfile", str(smoke_workdir / "config.yaml"), "--suite", "smoke", "--run-json", str(run_json),
          "--evidence-root", str(smoke_workdir / "results/evidence")],
         cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -311,7 +311,7 @@ def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "multi_turn",
-         "--config", str(smoke_workdir / "config.yaml"), "--model-record", str(broken_record),
+         "--configfile", str(smoke_workdir / "config.yaml"), "--model-record", str(broken_record),
          "--evidence-root", str(smoke_workdir / "results/evidence")],
         cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -344,7 +344,7 @@ def test_planted_secrets_are_written_nowhere(smoke_workdir):
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "tool_history",
-         "--config", str(smoke_workdir / "config.yaml"), "--set", f"hf_cache={set_token}",
+         "--configfile", str(smoke_workdir / "config.yaml"), "--config", f"hf_cache={set_token}",
          "--model-record", str(smoke_workdir / "results/models/reference-tiny-qwen3moe.json"),
          "--evidence-root", str(smoke_workdir / "results/evidence-planted")],
         cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,

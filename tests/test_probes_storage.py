@@ -142,7 +142,7 @@ def test_bench_probe_storage_reads_its_settings_from_the_spec(config, tmp_path, 
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    assert bench(["probe", "storage", "--config", str(cfg), "--suite", "smoke", "--size-bytes", str(MiB),
+    assert bench(["probe", "storage", "--configfile", str(cfg), "--suite", "smoke", "--size-bytes", str(MiB),
                   "--output", str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["size_bytes"] == MiB and record["spec"]["overridden"] == ["size_bytes"]

@@ -120,7 +120,7 @@ def run_workloads(args, config: dict[str, Any], suite, data: Path, env: dict[str
         run_json = run_dir / "run.json"
         bench = [sys.executable, "-m", "rl_pipeline_bench.cli"]
         command = [*bench, "run", "--suite", suite.name, "--backend", args.backend, "--workload", workload,
-                   "--trial", "1", "--set", f"hf_cache={args.cache}", "--model-record", str(model_path),
+                   "--trial", "1", "--config", f"hf_cache={args.cache}", "--model-record", str(model_path),
                    "--recipe-record", str(recipe_path), "--source-record", str(source_path),
                    "--evidence-root", str(data / "evidence"), "--run-json", str(run_json)]
         if suite["gpus"]:

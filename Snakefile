@@ -28,6 +28,7 @@ include: "rules/eval.smk"
 include: "rules/probes.smk"
 include: "rules/report.smk"
 include: "rules/tracking.smk"
+include: "rules/readiness.smk"
 
 
 # Light rules run where Snakemake runs, also under a cluster executor

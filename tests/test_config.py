@@ -187,6 +187,7 @@ def test_check_member_lists_known():
         check_member("workload", "x", ["a", "b"])
 
 
+@pytest.mark.workflow
 def test_snakemake_refuses_unknown_suite_before_any_job(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--config", "suite=nosuch"],
@@ -243,13 +244,22 @@ def _bench(*args, cwd=ROOT):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_yaml_nan_is_refused_by_bench_and_by_snakemake_before_any_job(tmp_path):
+def _nan_scale_config(tmp_path):
     path = _write_yaml_config(tmp_path, mutate=lambda c: c["suites"]["smoke"].update(scale="NAN"),
                               text_edit=lambda t: t.replace("scale: NAN", "scale: .nan"))
     assert "scale: .nan" in path.read_text()
-    proc = _bench("plan", "--configfile", str(path))
+    return path
+
+
+def test_yaml_nan_is_refused_by_bench(tmp_path):
+    proc = _bench("plan", "--configfile", str(_nan_scale_config(tmp_path)))
     assert proc.returncode == 2 and "suites/smoke/scale" in proc.stderr and "not a finite number" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.workflow
+def test_yaml_nan_is_refused_by_snakemake_before_any_job(tmp_path):
+    path = _nan_scale_config(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--configfile", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
@@ -295,6 +305,7 @@ def test_hub_repo_id_cannot_climb(config):
         validate_config(cfg)
 
 
+@pytest.mark.workflow
 def test_snakemake_refuses_an_unsafe_suite_name_before_any_job(tmp_path):
     path = _write_yaml_config(tmp_path, mutate=lambda c: (_rename(c["suites"], "smoke", "../../outside"),
                                                           c.update(suite="../../outside")))
@@ -308,13 +319,16 @@ def test_snakemake_refuses_an_unsafe_suite_name_before_any_job(tmp_path):
 # ------------------------------------------------------------------ config files of the wrong shape
 
 
-@pytest.mark.parametrize("text, sentence", [
+BAD_CONFIG_FILES = [
     ("- a\n- b\n", "Config file must be given as JSON or YAML with keys at top level."),
     ("42\n", "Config file must be given as JSON or YAML with keys at top level."),
     ("", "Config file must be given as JSON or YAML with keys at top level."),
     ("suite: [smoke,\n  seed: 1\n", "Config file is not valid JSON or YAML."),
     ("suite: smoke\n\tseed: 1\n", "Config file is not valid JSON or YAML."),
-])
+]
+
+
+@pytest.mark.parametrize("text, sentence", BAD_CONFIG_FILES)
 def test_bad_config_files_give_snakemakes_named_error(tmp_path, text, sentence):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -324,6 +338,13 @@ def test_bad_config_files_give_snakemakes_named_error(tmp_path, text, sentence):
         proc = _bench(*argv)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert sentence in proc.stderr and str(path) in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("text, sentence", BAD_CONFIG_FILES)
+def test_snakemake_names_a_bad_config_file_in_the_same_words(tmp_path, text, sentence):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
     snake = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n", "--configfile", str(path)],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     if text:  # Snakemake reads an empty --configfile as "no overrides"
@@ -336,6 +357,7 @@ def test_a_bad_config_value_is_a_named_error():
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.workflow
 def test_wildcards_that_become_paths_must_be_safe_names():
     # A workload wildcard "a/b" made the plan rule schedule a job (creating results/workloads/smoke/a/ and its log dir).
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-n",

@@ -55,7 +55,18 @@ def spec_of(args):
                                  args.configfile)
 
 
+def quiet_libraries() -> None:
+    """A run's terminal and log carry its own progress lines: no library progress bars, no deprecation
+    notices a user cannot act on (transformers about peft's use of its API)."""
+    import os
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub/transformers load
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
 def cmd_run(args) -> int:
+    quiet_libraries()
     from ..runs.runner import execute_run
 
     if (args.backend is None) != (args.workload is None):
@@ -69,6 +80,16 @@ def cmd_run(args) -> int:
     spec = spec_of(args)
     if args.dry_run:
         raise ConfigError("run: --dry-run applies to the workflow forms (--suite alone, or --gpus)")
+    if args.suite is None and args.spec is None and args.backend not in spec.backends:
+        from ..runs.workflow_launch import suite_of_run
+
+        args.suite = suite_of_run(args, config_overrides(args))
+        if args.suite is not None:  # the run is another suite's: say which, and how that suite runs it
+            gpus = int(spec_of(args).settings["gpus"])
+            how = f" --gpus {','.join(map(str, range(gpus)))}" if gpus else ""
+            raise ConfigError(f"backend '{args.backend}' is not in the config's suite {spec.suite_name} "
+                              f"(its backends: {', '.join(spec.backends)}); it runs in suite {args.suite}: "
+                              f"bench run --suite {args.suite} --backend {args.backend} --workload {args.workload}{how}")
     model_record = args.model_record or paths.model_record(spec.settings["model"]["name"], ROOT)
     return execute_run(
         spec, args.backend, args.workload, args.trial,

@@ -10,7 +10,7 @@ import time
 
 from snakemake.utils import min_version
 
-from rl_pipeline_bench.runs.terminal import InterruptFilter, interrupt_summary
+from rl_pipeline_bench.runs.terminal import interrupt_summary, quiet_terminal
 
 min_version("9.0")
 
@@ -20,9 +20,9 @@ STARTED = time.time()
 # The terminal and every job log carry the pipeline's own progress lines, not library progress bars.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-# After Ctrl-C: no error block per stopped job; onerror says what ran (rl_pipeline_bench.runs.terminal).
-INTERRUPT = InterruptFilter()
-logging.getLogger("snakemake.logging").addFilter(INTERRUPT)
+# The terminal without the scheduler's bookkeeping and, after Ctrl-C, without an error block per
+# stopped job: onerror says what ran (rl_pipeline_bench.runs.terminal). The log file keeps everything.
+INTERRUPT = quiet_terminal(logging.getLogger("snakemake.logging"))
 
 
 configfile: "config.yaml"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from workflow_copy import copy_repo, workflow_env
 
-from rl_pipeline_bench.runs.terminal import TERMINATING, InterruptFilter, interrupt_summary
+from rl_pipeline_bench.runs.terminal import TERMINATING, InterruptFilter, interrupt_summary, quiet_terminal
 
 
 def _record(msg: str, level: int) -> logging.LogRecord:
@@ -31,6 +31,17 @@ def test_the_filter_drops_error_blocks_only_after_the_interrupt():
     assert f.filter(_record(f"{TERMINATING}, this might take some time.", logging.INFO)) and f.interrupted
     assert not f.filter(_record("RuleException: CalledProcessError ...", logging.ERROR))
     assert f.filter(_record("Complete log(s): x", logging.INFO))
+
+
+def test_the_terminal_drops_the_schedulers_bookkeeping_and_the_log_file_keeps_it(tmp_path):
+    logger = logging.getLogger("rl-bench-test-terminal")
+    screen, log_file = logging.StreamHandler(), logging.FileHandler(tmp_path / "log")
+    logger.handlers[:] = [screen, log_file]
+    interrupt = quiet_terminal(logger)
+    lines = ["Select jobs to execute...", "Execute 1 jobs...", "Write-protecting output file results/x.json.",
+             "Job 3: run reference multi_turn trial1", "1 of 21 steps (5%) done"]
+    assert [m for m in lines if all(f.filter(_record(m, logging.INFO)) for f in screen.filters)] == lines[3:]
+    assert log_file.filters == [] and isinstance(interrupt, InterruptFilter)
 
 
 def test_the_summary_names_finished_runs_with_rates_and_the_stopped_one(tmp_path):

@@ -1,26 +1,49 @@
-"""What a workflow interrupted with Ctrl-C leaves on the terminal: a few lines, not every job's error block.
+"""What the workflow's terminal shows: Snakemake's job lines without its bookkeeping, and a few lines after Ctrl-C.
 
-After Ctrl-C Snakemake reports each job it stopped as a failure: the exception with the
-job's shell command, the job again with that command, and (show-failed-logs) the job's
-whole log. For an interrupt that is noise: the user asked for it. `InterruptFilter`, put on
-Snakemake's logger by the Snakefile, lets everything through until Snakemake logs that it
-is terminating on the user's request, and from then on drops error records (those blocks
-and the closing "At least one job did not complete"). The Snakefile's onerror hook then
-prints `interrupt_summary`: what this invocation ran, the rates of the runs it finished,
-and where the stopped run's evidence is. A genuine failure is reported as Snakemake
-reports it.
+The Snakefile calls `quiet_terminal` on Snakemake's logger. On the terminal's handlers
+(never the log file under .snakemake/log, which keeps everything) it drops the scheduler's
+bookkeeping ("Select jobs to execute...", "Execute 1 jobs...", "Write-protecting output
+file ..."), and after Ctrl-C the error records: Snakemake reports each job it stopped as a
+failure (the exception with the job's shell command, the job again with that command, and
+with show-failed-logs the job's whole log), which for an interrupt is noise, the user asked
+for it. The Snakefile's onerror hook then prints `interrupt_summary`: what this invocation
+ran, the rates of the runs it finished, and where the stopped run's evidence is. A genuine
+failure is reported as Snakemake reports it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 from ..evidence import progress
 
 #: The line Snakemake's scheduler logs when it stops on KeyboardInterrupt (snakemake 9's job_scheduler).
 TERMINATING = "Terminating processes on user request"
+
+
+#: Scheduler lines that say nothing a reader acts on (each job's own lines stay).
+BOOKKEEPING = re.compile(r"Select jobs to execute\.\.\.$|Execute \d+ jobs\.\.\.$|Write-protecting output file ")
+
+
+class BookkeepingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not BOOKKEEPING.match(str(record.msg))
+
+
+def quiet_terminal(logger: logging.Logger) -> "InterruptFilter":
+    """Put the bookkeeping and interrupt filters on the logger's terminal handlers (every handler but
+    a file's); with none, the interrupt filter on the logger itself. Returns the interrupt filter."""
+    interrupt = InterruptFilter()
+    terminals = [h for h in logger.handlers if not isinstance(h, logging.FileHandler)]
+    for handler in terminals:
+        handler.addFilter(BookkeepingFilter())
+        handler.addFilter(interrupt)
+    if not terminals:
+        logger.addFilter(interrupt)
+    return interrupt
 
 
 class InterruptFilter(logging.Filter):

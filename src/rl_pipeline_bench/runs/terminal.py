@@ -60,26 +60,26 @@ class InterruptFilter(logging.Filter):
         return not (self.interrupted and record.levelno >= logging.ERROR)
 
 
+def _written_since(paths, started: float):
+    """(path, parsed JSON) of each file modified at or after `started`; unreadable ones are left out."""
+    for path in sorted(paths):
+        try:
+            if path.stat().st_mtime >= started:
+                yield path, json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+
+
+def _label(record: dict) -> str:
+    return progress.run_label(record.get("backend"), record.get("workload"), int(record.get("trial") or 0))
+
+
 def interrupt_summary(started: float, runs_dir: Path | str, evidence_root: Path | str) -> str:
     """The few lines after an interrupt: the runs this invocation finished (with rates), the one it stopped."""
     lines = ["Interrupted (Ctrl-C). Finished work is kept; the same command runs what is still missing."]
-    for path in sorted(Path(runs_dir).glob("*/*/*/trial*/summary.json")):
-        if path.stat().st_mtime < started:
-            continue
-        try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        label = progress.run_label(summary.get("backend"), summary.get("workload"), int(summary.get("trial") or 0))
-        lines.append(f"  finished: {label}: {progress.rates_text(summary)}")
-    for ev in sorted(Path(evidence_root).glob("*/manifest.json")):
-        if ev.stat().st_mtime < started:
-            continue
-        try:
-            manifest = json.loads(ev.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for _path, summary in _written_since(Path(runs_dir).glob("*/*/*/trial*/summary.json"), started):
+        lines.append(f"  finished: {_label(summary)}: {progress.rates_text(summary)}")
+    for path, manifest in _written_since(Path(evidence_root).glob("*/manifest.json"), started):
         if manifest.get("status") != "completed":
-            label = progress.run_label(manifest.get("backend"), manifest.get("workload"), int(manifest.get("trial") or 0))
-            lines.append(f"  stopped:  {label}: evidence kept in {ev.parent} ({manifest.get('status')})")
+            lines.append(f"  stopped:  {_label(manifest)}: evidence kept in {path.parent} ({manifest.get('status')})")
     return "\n".join(lines)

@@ -73,4 +73,4 @@ onerror:
     import sys
 
     if INTERRUPT.interrupted:
-        print(interrupt_summary(STARTED, "results/runs", paths.EVIDENCE_ROOT), file=sys.stderr)
+        print(interrupt_summary(STARTED), file=sys.stderr)

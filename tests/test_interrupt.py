@@ -45,16 +45,16 @@ def test_the_terminal_drops_the_schedulers_bookkeeping_and_the_log_file_keeps_it
 
 
 def test_the_summary_names_finished_runs_with_rates_and_the_stopped_one(tmp_path):
-    done = tmp_path / "runs" / "smoke-abc" / "reference" / "multi_turn" / "trial1" / "summary.json"
+    done = tmp_path / "results" / "runs" / "smoke-abc" / "reference" / "multi_turn" / "trial1" / "summary.json"
     done.parent.mkdir(parents=True)
     done.write_text(json.dumps({"backend": "reference", "workload": "multi_turn", "trial": 1, "valid": True,
                                 "e2e": {"headline": {"trajectories_per_s": 5.43, "assistant_tokens_per_s": 127.6}},
                                 "trainer": {"headline": {"assistant_tokens_per_s": 259.9}}}))
-    stopped = tmp_path / "evidence" / "RUN-2"
+    stopped = tmp_path / "results" / "evidence" / "RUN-2"
     stopped.mkdir(parents=True)
     (stopped / "manifest.json").write_text(json.dumps({"status": "failed", "backend": "reference",
                                                        "workload": "tool_history", "trial": 1}))
-    text = interrupt_summary(0.0, tmp_path / "runs", tmp_path / "evidence")
+    text = interrupt_summary(0.0, tmp_path)
     assert text.splitlines() == [
         "Interrupted (Ctrl-C). Finished work is kept; the same command runs what is still missing.",
         "  finished: reference multi_turn trial1: headline 5.43 trajectories/s, 127.6 assistant tokens/s; "

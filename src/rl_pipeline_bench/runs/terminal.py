@@ -18,6 +18,7 @@ import logging
 import re
 from pathlib import Path
 
+from .. import paths
 from ..evidence import progress
 
 #: The line Snakemake's scheduler logs when it stops on KeyboardInterrupt (snakemake 9's job_scheduler).
@@ -74,12 +75,15 @@ def _label(record: dict) -> str:
     return progress.run_label(record.get("backend"), record.get("workload"), int(record.get("trial") or 0))
 
 
-def interrupt_summary(started: float, runs_dir: Path | str, evidence_root: Path | str) -> str:
-    """The few lines after an interrupt: the runs this invocation finished (with rates), the one it stopped."""
+def interrupt_summary(started: float, root: Path | str = ".") -> str:
+    """The few lines after an interrupt: the runs this invocation finished (with rates), the one it stopped,
+    from the records under `root` (the workflow's directory) written since `started` (epoch seconds)."""
+    root = Path(root)
+    runs = root / paths.spec_runs_dir("*")  # results/runs/*/{backend}/{workload}/trial{n}/summary.json
     lines = ["Interrupted (Ctrl-C). Finished work is kept; the same command runs what is still missing."]
-    for _path, summary in _written_since(Path(runs_dir).glob("*/*/*/trial*/summary.json"), started):
+    for _path, summary in _written_since(runs.parent.glob(f"{runs.name}/*/*/trial*/summary.json"), started):
         lines.append(f"  finished: {_label(summary)}: {progress.rates_text(summary)}")
-    for path, manifest in _written_since(Path(evidence_root).glob("*/manifest.json"), started):
+    for path, manifest in _written_since((root / paths.EVIDENCE_ROOT).glob("*/manifest.json"), started):
         if manifest.get("status") != "completed":
             lines.append(f"  stopped:  {_label(manifest)}: evidence kept in {path.parent} ({manifest.get('status')})")
     return "\n".join(lines)

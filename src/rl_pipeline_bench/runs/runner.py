@@ -198,10 +198,15 @@ def execute_run(
     total_updates = run_spec.trained_updates
     # The backend's own variables (its descriptor) are recorded beside the common ones.
     register_run_variables(descriptor.run_variables, descriptor.env_prefixes)
-    writer = EvidenceWriter(root, run_id, manifest, on_update=progress.update_printer(label, total_updates),
-                            env_prefixes=descriptor.env_prefixes)
+    done = {"updates": 0}  # for the line a stopped run ends with
+
+    def on_update(row: dict) -> None:
+        done["updates"] = int(row["update"])
+        printer(row)
+
+    printer = progress.update_printer(label, total_updates)
+    writer = EvidenceWriter(root, run_id, manifest, on_update=on_update, env_prefixes=descriptor.env_prefixes)
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
-    print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
     progress.emit(f"{label}: started, {total_updates} updates; evidence in {writer.path}")
 
     def record_end() -> None:
@@ -221,19 +226,31 @@ def execute_run(
         writer.logger.error("run failed: %s", exc)
         writer.finish("failed", error="".join(traceback.format_exception(exc)))
         record_end()
-        print(f"bench: run {run_id} FAILED ({redact_text(str(exc))}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
-        progress.emit(f"{label}: FAILED after {writer.clock():.0f} s (log: {writer.path / RUN_LOG})")
-        if isinstance(exc, KeyboardInterrupt):
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        what = "interrupted" if interrupted else f"FAILED ({redact_text(str(exc)) or type(exc).__name__})"
+        progress.emit(f"{label}: {what} after {writer.clock():.0f} s at update {done['updates']}/{total_updates}; "
+                      f"evidence kept in {writer.path} (log: {writer.path / RUN_LOG})")
+        if interrupted:
             raise
         return 1
     writer.finish("completed")
     record_end()
-    progress.emit(f"{label}: completed in {writer.clock():.0f} s")
+    progress.emit(f"{label}: completed in {writer.clock():.0f} s: {_rates(writer.path)}")
     if run_json is not None and _record_run(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial,
                                             replace_run_json):
         return 1
     print(f"bench: run {run_id} completed; evidence in {writer.path}", flush=True)
     return 0
+
+
+def _rates(evidence_dir: Path) -> str:
+    """The finished run's rates, from the contract's own summary of its evidence (the summary job's numbers)."""
+    from ..contract.summary import summarize
+
+    try:
+        return progress.rates_text(summarize(evidence_dir))
+    except Exception as exc:  # the rates line is a courtesy: the summary job reports any real problem
+        return f"rates not computed here ({type(exc).__name__}); `bench summarize {evidence_dir}` gives them"
 
 
 def _refuse_unproven_image(identity: dict[str, Any]) -> None:

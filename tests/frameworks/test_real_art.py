@@ -574,3 +574,15 @@ def test_a_bare_model_id_resolves_to_the_pin_from_any_working_directory(tmp_path
     assert pinned.returncode == 0, pinned.stderr[-3000:]
     tok = wordlevel_tokenizer()  # the snapshot's own tokenizer, found by the bare ID from `/`
     assert pinned.stdout.split() == ["/", str(len(tok)), str(tok.convert_tokens_to_ids("bab"))]
+
+
+def test_a_group_whose_trajectories_all_failed_raises_and_a_cancellation_is_never_a_failure():
+    from rl_pipeline_bench.backends.art.driver import trajectory_group
+
+    failures: list[str] = []
+    assert trajectory_group(["a", ValueError("short"), "b"], failures) == ["a", "b"]
+    assert failures == ["ValueError: short"]
+    with pytest.raises(ValueError, match="first"):
+        trajectory_group([ValueError("first"), KeyError("second")], failures)  # ART's rollout worker drops the group
+    with pytest.raises(asyncio.CancelledError):
+        trajectory_group(["a", asyncio.CancelledError()], failures)

@@ -83,11 +83,14 @@ def _group(scenario_id: str) -> tuple[int, int]:
     return int(u), int(g)
 
 
-def test_art_run_end_to_end(tmp_path, gpu_edges):
-    server, runtimes = gpu_edges
-    ctx = small_context(tmp_path, "art")
-    assert int(ctx.plan["update"].max()) == ctx.run_spec.offered_updates  # the plan a real run is offered
-    get("art").run(ctx)
+def test_art_run_end_to_end(tmp_path, monkeypatch):
+    # The first decode is held until step 1 is published: ART's rollout workers may otherwise finish
+    # every group the first steps take before step 1 trains (a fast machine), and then no call starts
+    # after a step nor is any decode in flight across a publication.
+    with installed_gpu_edges(monkeypatch, hold_first_decode_s=60) as (server, runtimes):
+        ctx = small_context(tmp_path, "art")
+        assert int(ctx.plan["update"].max()) == ctx.run_spec.offered_updates  # the plan a real run is offered
+        get("art").run(ctx)
     ctx.writer.finish("completed")
     ev = read_evidence(ctx.writer.path)
     (service,) = LoopbackMegatronService.instances
@@ -178,17 +181,20 @@ def test_a_failed_trajectory_is_kept_out_of_the_accepted_count(tmp_path, monkeyp
 
 
 def test_a_publication_that_fails_fails_the_run_by_name(tmp_path, gpu_edges, monkeypatch):
-    """Step 1's publication fails (rollouts that would use it fail too); later steps are served."""
+    """The last step's publication fails. ART's MegatronBackend.train awaits the final step's publication
+    (finalize_publication_metrics) and raises its error, so the run fails naming it. (An earlier step's
+    failure also fails the rollouts that would use it, and whether the plan then still holds N steps
+    depends on timing: not tested.)"""
     served = LoopbackMegatronService.wait_for_serving
 
-    async def step_1_unserved(self, step):
-        if step == 1:
+    async def last_step_unserved(self, step):
+        if step == N:
             raise TimeoutError(f"vLLM did not serve step {step}")
         await served(self, step)
 
-    monkeypatch.setattr(LoopbackMegatronService, "wait_for_serving", step_1_unserved)
+    monkeypatch.setattr(LoopbackMegatronService, "wait_for_serving", last_step_unserved)
     ctx = small_context(tmp_path, "art")
-    with pytest.raises(RuntimeError, match=r"^publication_failed: step 1: TimeoutError: vLLM did not serve step 1$"):
+    with pytest.raises(TimeoutError, match=rf"^vLLM did not serve step {N}$"):
         get("art").run(ctx)
 
 

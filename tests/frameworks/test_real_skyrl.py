@@ -278,3 +278,17 @@ def test_missing_staleness_is_an_error_not_zero():
     gauge = sky_metrics.PhaseClock(TrainingPhaseGauge(), time.monotonic, collector.phase)
     with pytest.raises(sky_metrics.MetricRecordError, match="async/staleness_mean"):
         _run_steps(collector, _forwarding_tracker(collector), gauge, (1,), with_staleness=False)
+
+
+def test_session_ids_are_skyrls_own_per_trajectory():
+    """Issue 25, finding 6: the ids SkyRL's generator makes (instance_repetition), else the plan's identities."""
+    from skyrl.train.generators.base import TrajectoryID
+
+    from rl_pipeline_bench.backends.skyrl.driver import session_ids
+
+    rows = _group_rows()
+    ids = [TrajectoryID(instance_id="uid7", repetition_id=r) for r in range(3)]
+    assert session_ids(ids, rows) == ["uid7_0", "uid7_1", "uid7_2"] == [t.to_string() for t in ids]
+    assert session_ids(None, rows) == ["plan-u1-g0_0", "plan-u1-g0_1", "plan-u1-g0_2"]
+    with pytest.raises(ValueError, match="asked for 2 trajectories, the plan group has 3"):
+        session_ids(ids[:2], rows)

@@ -88,3 +88,22 @@ def test_the_native_directory_exists_once_the_opening_has_run(config, tmp_path):
         import json  # noqa: F401  (a framework import that succeeds)
     assert opened.native_dir == ctx.writer.path / NATIVE_DIR and opened.native_dir.is_dir()
     assert opened.n == ctx.run_spec.trained_updates and opened.framework == "openpipe-art"
+
+
+def test_the_pinned_hub_cache_names_only_the_pin(tmp_path):
+    from rl_pipeline_bench.backends.framework.model_cache import pinned_hub_cache
+
+    pin = "59d61f3ce65a6d9863b86d2e96597125219dc754"
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    hub = pinned_hub_cache(tmp_path / "cache", "Org/Model", pin, snapshot)
+    folder = hub / "models--Org--Model"
+    assert (folder / "refs" / "main").read_text() == pin
+    assert (folder / "snapshots" / pin).resolve() == snapshot.resolve()
+    assert pinned_hub_cache(tmp_path / "cache", "Org/Model", pin, snapshot) == hub  # again: the same cache
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(FileExistsError, match="already points at"):
+        pinned_hub_cache(tmp_path / "cache", "Org/Model", pin, other)
+    with pytest.raises(ValueError, match="not a full commit hash"):
+        pinned_hub_cache(tmp_path / "cache2", "Org/Model", "main", snapshot)

@@ -49,6 +49,16 @@ def test_environment_carries_the_baked_hashes_cache_and_lease(tmp_path):
     assert leased["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa,GPU-bbbb", "the lease's UUIDs, as on the host"
 
 
+@pytest.mark.parametrize("backend", [b.name for b in registered()])
+def test_each_backend_is_named_its_gpus_as_its_framework_accepts(backend):
+    """Issue 25, finding 8: SkyRL parses CUDA_VISIBLE_DEVICES with int(); framework containers get indices."""
+    desc = get(backend)
+    uuids = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dddd"]
+    env = image_runs.container_environment({}, {}, None, uuids, desc.container_visible_devices)
+    want = "0,1,2,3" if desc.framework else ",".join(uuids)
+    assert env["CUDA_VISIBLE_DEVICES"] == want
+
+
 def test_a_run_in_the_image_or_a_pod_runs_in_place_never_nested():
     assert image_runs.in_place({CONTROL_ENV: "/rl-bench/control/container.json"})
     assert image_runs.in_place({"RL_BENCH_RUNTIME": "container"}), "a Kubernetes pod of the image: ENV says container"

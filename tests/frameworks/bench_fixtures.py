@@ -17,8 +17,10 @@ import json
 import sys
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -37,6 +39,8 @@ CHAT_TEMPLATE = r"""{%- for m in messages -%}
 {%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}
 {%- endif -%}"""
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+#: Where the loopback server answers ART's fast metrics (ServingCapabilities.fast_metrics).
+FAST_METRICS_PATH = "/art/fast-metrics"
 WORDS = ["".join(p) for p in itertools.product("bdgklmnprst", "aeiou", "bdgklmnprst")][:400]
 
 
@@ -70,8 +74,10 @@ class FakeChatServer:
     """Loopback stand-in for vLLM's /v1/chat/completions (see the module docstring)."""
 
     def __init__(self, tokenizer, short_by: int = 0, delay_s: float = 0.0, policy_spans: bool = False,
-                 hold_first_decode_s: float = 0.0):
+                 hold_first_decode_s: float = 0.0, short_one_after: int | None = None):
         self.tokenizer = tokenizer
+        #: answer one chat request one token short: the first, from this many requests on, of at least 2 tokens
+        self.short_one_after = short_one_after
         #: hold the first decode until the served policy moves on (at most this long), so that a
         #: run whose trainer publishes after its first step has a decode in flight across it
         #: whatever the machine's speed (a trainer whose next generation waits on the publication
@@ -85,6 +91,15 @@ class FakeChatServer:
         self.short_by = short_by
         self.delay_s = delay_s
         self.requests: list[dict] = []
+        #: per request, its HTTP headers (lower-case names); and the session ids SkyRL's client finished
+        self.request_headers: list[dict[str, str]] = []
+        self.finished_sessions: list[str] = []
+        #: paths of POSTs to endpoints it does not serve (each answered 404)
+        self.unserved: list[str] = []
+        #: choices answered with routed experts (ART's binary route); tokens served (fast metrics)
+        self.routed_choices = 0
+        self.prompt_tokens_total = self.generation_tokens_total = 0
+        self.process_uuid = uuid.uuid4().hex
         #: the policy version it serves (a trainer double moves it on each weight sync), and per
         #: completions request the versions served when it arrived and when it was answered
         self.policy = 0
@@ -95,16 +110,42 @@ class FakeChatServer:
             def log_message(self, *args):  # keep test output quiet
                 pass
 
-            def do_GET(self):  # vLLM's Prometheus endpoint, with no samples
-                self.send_response(200 if self.path == "/metrics" else 404)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", "0")
+            def do_GET(self):
+                if self.path == FAST_METRICS_PATH:  # ART's vLLM runtime: its fast metrics snapshot
+                    payload = json.dumps(server.fast_metrics()).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                else:  # vLLM's Prometheus endpoint, with no samples
+                    payload = b""
+                    self.send_response(200 if self.path == "/metrics" else 404)
+                    self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                payload = json.dumps(server.respond(body)).encode()
+                if self.path.startswith("/finish_session"):  # SkyRL's router: a session (trajectory) ended
+                    server.finished_sessions.append(parse_qs(urlsplit(self.path).query).get("session_id", [""])[0])
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    payload = b"{}"
+                elif not self.path.endswith("completions"):  # no other endpoint is served: a 404, recorded
+                    server.unserved.append(self.path)
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                else:
+                    raw = self.rfile.read(int(self.headers["Content-Length"]))
+                    if len(raw) < int(self.headers["Content-Length"]):
+                        return  # the client cancelled the request while sending it (a run ending)
+                    body = json.loads(raw)
+                    server.requests.append(body)
+                    server.request_headers.append({k.lower(): v for k, v in self.headers.items()})
+                    answer = server.respond(body)
+                    # ART's vLLM runtime answers its binary route (/art/v1) with the routed experts of every token
+                    payload = (server.with_routes(answer) if self.path.startswith("/art/v1/")
+                               else json.dumps(answer).encode())
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -129,8 +170,13 @@ class FakeChatServer:
     def respond(self, body: dict) -> dict:
         if "prompt" in body:
             return self.complete(body)
+        with self._lock:
+            short = (self.short_one_after is not None and len(self.requests) > self.short_one_after
+                     and int(body["max_tokens"]) >= 2)
+            if short:
+                self.short_one_after = None
         arrived, answered = self.decode()
-        n = max(0, int(body["max_tokens"]) - self.short_by)
+        n = max(0, int(body["max_tokens"]) - self.short_by - short)
         words = [WORDS[(len(self.requests) * 7 + i) % len(WORDS)] for i in range(n)]
         text = " ".join(words)
         choice = {"index": 0, "finish_reason": "length",
@@ -143,13 +189,49 @@ class FakeChatServer:
             prompt = self.tokenizer.apply_chat_template(body["messages"], tokenize=True,
                                                         add_generation_prompt=True, return_dict=False, **kwargs)
             out["prompt_token_ids"] = list(prompt)
+            self.prompt_tokens_total += len(prompt)
             choice["token_ids"] = self.tokenizer.convert_tokens_to_ids(words)
             if self.policy_spans:
                 choice.update(self.spans(len(prompt), n, arrived, answered))
         if body.get("logprobs"):
             choice["logprobs"] = {"content": [{"token": w, "logprob": -0.5, "bytes": None, "top_logprobs": []}
                                               for w in words]}
+        self.generation_tokens_total += n
         return out
+
+    def fast_metrics(self) -> dict:
+        """ART's vLLM runtime's fast metrics snapshot (art.serving_capabilities.FastMetricsSnapshot): the
+        requests in flight and the prompt and generated tokens served so far."""
+        running = float(len(self.requests) - len(self.served))
+        return {"schema_version": 1, "source": "art_vllm_runtime", "last_update_unix_s": time.time(),
+                "record_count": len(self.requests), "engine_count": 1, "process_uuid": self.process_uuid,
+                "generation": 0,
+                "metrics": {"num_requests_running": running, "num_requests_waiting": 0.0,
+                            "num_requests_waiting_capacity": 64.0, "kv_cache_usage_perc": 0.05,
+                            "num_preempted_reqs_total": 0.0, "prompt_tokens_total": float(self.prompt_tokens_total),
+                            "generation_tokens_total": float(self.generation_tokens_total),
+                            "prefix_cache_queries_total": float(self.prompt_tokens_total),
+                            "prefix_cache_hits_total": 0.0}}
+
+    #: (layers, top-k, experts) of the MoE routes a binary-route answer carries
+    ROUTES = (2, 2, 8)
+
+    def with_routes(self, answer: dict) -> bytes:
+        """ART's binary routed-experts body (art/vllm_route_transport.py): the JSON answer, then per
+        choice one route of top-k experts per layer for every prompt and completion token."""
+        import struct
+
+        import numpy as np
+
+        layers, topk, experts = self.ROUTES
+        body = json.dumps(answer).encode()
+        routes = []
+        for choice in answer["choices"]:
+            tokens = len(answer.get("prompt_token_ids") or []) + len(choice.get("token_ids") or [])
+            array = (np.arange(tokens * layers * topk, dtype=np.uint16) % experts).astype(np.uint8)
+            routes.append(struct.pack("<IB3xQQQ", choice["index"], 1, tokens, layers, topk) + array.tobytes())
+        self.routed_choices += len(routes)
+        return struct.pack("<8sQII", b"ARTRTE2\0", len(body), len(routes), experts) + body + b"".join(routes)
 
     def decode(self) -> tuple[int, int]:
         """A decode in flight while the trainer may publish: the policy versions served when it
@@ -219,10 +301,11 @@ class FakeChatServer:
 N = 3
 
 
-def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_updates: int = N + 4):
+def small_context(tmp_path: Path, backend: str, run_id: str = "run-1"):
     """A RunContext for the comparison suite at test scale (N updates), with a tokenizer-only snapshot.
 
-    The plan offers `plan_updates` updates' worth of groups (a trainer may take more than one per step).
+    The plan is the one the suite offers a real run (plan.workloads.spec_plan: N updates plus
+    the extra the suite's backends take, backends/plan_capacity.py).
     """
     import copy
 
@@ -230,13 +313,13 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
     from rl_pipeline_bench.evidence.store import EvidenceWriter
     from rl_pipeline_bench.backends.context import RunContext
     from rl_pipeline_bench.settings.spec import build_spec, check_spec
-    from rl_pipeline_bench.plan.workloads import load_workload, offered_plan
+    from rl_pipeline_bench.plan.workloads import spec_plan
 
     config = copy.deepcopy(load_config())
     config["suites"]["comparison"].update(scale=0.01, skyrl_batch_size=1,
                                           contract={"warmup_updates": 1, "measured_updates": 2, "headline_updates": 1})
     run_spec = check_spec(build_spec(config, "comparison"))
-    spec = load_workload(config, "multi_turn", run_spec.settings["workload_scale"]["multi_turn"])
+    spec, plan, _ = spec_plan(run_spec, "multi_turn")
     snapshot = tmp_path / "snapshot"
     if not snapshot.exists():
         wordlevel_tokenizer().save_pretrained(snapshot)
@@ -244,8 +327,7 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
     contract = dict(run_spec.settings["contract"])
     writer = EvidenceWriter(tmp_path / "evidence", run_id, {"backend": backend, "contract": contract})
     model = {"snapshot_path": str(snapshot), "revision": run_spec.model["revision"]}
-    return RunContext(run_spec, backend, "multi_turn", spec, 1, offered_plan(spec, config["seed"], plan_updates),
-                      model, writer, contract)
+    return RunContext(run_spec, backend, "multi_turn", spec, 1, plan, model, writer, contract)
 
 
 def run_as_bench_run(ctx) -> None:

@@ -1,8 +1,9 @@
 """The two GPU edges of a SkyRL run, as test doubles for `run(ctx)` in the framework venv.
 
-- `LoopbackInference`: stands in for what `BasePPOExp.get_inference_client()` builds
-  (vLLM servers on the inference GPUs behind SkyRL's router); the driver only reads
-  its `proxy_url`, where the loopback server (bench_fixtures.FakeChatServer) answers.
+- `loopback_inference(url)`: SkyRL's own `RemoteInferenceClient` (what
+  `BasePPOExp.get_inference_client()` builds over the vLLM servers on the inference GPUs
+  behind SkyRL's router), pointed at the loopback server (bench_fixtures.FakeChatServer),
+  which answers the router's data plane (completions, `/finish_session`).
 - `RecordingWorkerDispatch`: stands in for the `WorkerDispatch` that
   `RayPPOTrainer.build_models` makes over the Megatron policy workers on the
   training GPUs. It stages mini-batches with SkyRL's own `MeshDispatch.stage_chunks`
@@ -24,9 +25,11 @@ import ray
 from skyrl.backends.skyrl_train.distributed.dispatch import MeshDispatch, WorkerOutput
 
 
-@dataclass
-class LoopbackInference:
-    proxy_url: str
+def loopback_inference(url: str):
+    """SkyRL's client with the loopback server as its router and its one engine."""
+    from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
+
+    return RemoteInferenceClient(proxy_url=url, server_urls=[url], data_parallel_size=1)
 
 
 @dataclass

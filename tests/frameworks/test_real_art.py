@@ -40,7 +40,8 @@ from rl_pipeline_bench.backends import get  # noqa: E402
 from rl_pipeline_bench.backends.art.config import build_art_config  # noqa: E402
 from rl_pipeline_bench.backends.art import metrics as art_metrics  # noqa: E402
 from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_dir  # noqa: E402
-from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
+from rl_pipeline_bench.backends.art.contract import autotuner_batch_bounds  # noqa: E402
+from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, DRIVER_NAMES, check_support  # noqa: E402
 from rl_pipeline_bench.backends.framework.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.settings.config import load_config  # noqa: E402
 from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
@@ -154,6 +155,59 @@ def test_installed_art_expresses_every_contract_setting(config):
     assert facts["two_inference_gpus"] == {"trainer_gpus": [0, 1], "vllm_gpus": [2, 3], "temporal_gpu_sharing": False,
                                            "vllm_parallel": {"tp": 2, "pp": 1, "dp": 1, "enable_expert_parallel": False}}
     assert facts["routing_replay"] == {"active_for_model": True}
+    # The autotuner's own start is what the plan is sized for (issue 25, finding 1) ...
+    assert facts["plan_bounds"]["initial_max_batch_size"] == autotuner_batch_bounds(1)[0] == 8
+    # ... ART's local topology takes the image's CUDA_VISIBLE_DEVICES (finding 8) ...
+    assert facts["visible_devices"] == {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "art_host_gpu_ids": [0, 1, 2, 3]}
+    # ... and every ART name the driver uses resolves (finding 7).
+    assert facts["driver_names"] == {"checked": len(DRIVER_NAMES), "missing": []}
+
+
+def test_a_private_name_the_driver_uses_is_refused_before_the_lease(config, monkeypatch):
+    """Issue 25, finding 7: MegatronBackend._get_service and the service's wait_for_serving are private to ART."""
+    from art.megatron import MegatronBackend
+    from art.megatron.distributed_service import DistributedMegatronService
+
+    for cls in MegatronBackend.__mro__:  # as if ART renamed it (LocalBackend has one too)
+        if "_get_service" in vars(cls):
+            monkeypatch.delattr(cls, "_get_service")
+    monkeypatch.delattr(DistributedMegatronService, "wait_for_serving")
+    gaps = check_support(get("art").native_support(check_spec(build_spec(config, "comparison"))))["gaps"]
+    assert "art.megatron:MegatronBackend._get_service: art.megatron.MegatronBackend has no '_get_service'" in gaps["driver_names"]
+    assert "DistributedMegatronService.wait_for_serving" in gaps["driver_names"]
+
+
+def test_the_autotuner_bound_is_arts_own_fastest_growth():
+    """The plan's ART bound (backends/art/contract.py) replayed through ART's own tuner rules:
+    every packing candidate safe, so each decision raises the target as far as ART allows."""
+    import math
+
+    from art.pipeline_tuner.autotune import PackingProjection, PipelineAutotuner, _packing_group_candidates, build_initial_settings
+    from art.pipeline_tuner.config import PipelineAutotuneConfig, TunerWindowStats
+
+    from rl_pipeline_bench.backends.art.contract import AUTOTUNER_BOUNDS, MAX_POLICY_AGE
+
+    cfg = PipelineAutotuneConfig(mode="online", **AUTOTUNER_BOUNDS)
+    start = build_initial_settings(config=cfg, inference_gpu_count=2, target_packed_sequences=1,
+                                   policy_age_limit_steps=float(MAX_POLICY_AGE), rollout_worker_capacity=None)
+    tuner = PipelineAutotuner(config=cfg, settings=start, model_name=None, backend_name=None, packed_sequence_length=131072,
+                              target_packed_sequences=1, inference_gpu_count=2, policy_age_limit_steps=float(MAX_POLICY_AGE))
+
+    def all_safe(settings, stats):
+        current = max(1, settings.target_groups_per_step)
+        radius = max(1, min(cfg.target_group_max_increase, math.ceil(current * cfg.target_group_increase_fraction)))
+        return [PackingProjection(groups=g, spill_probability=0.0) for g in _packing_group_candidates(
+            current=current, available=10**6, radius=radius, min_change_fraction=cfg.target_group_min_relative_change)]
+
+    tuner._packing_projections = all_safe
+    settings, last, batches = tuner.settings, tuner._warmup_end_step, []
+    for step in range(1, 21):
+        batches.append(settings.max_batch_size)
+        if step > tuner._warmup_end_step and step - last >= cfg.window_steps:  # PipelineAutotuner.maybe_decide's gate
+            settings = tuner._settings_with_recomputed_queue(settings, TunerWindowStats(start_step=last + 1, end_step=step),
+                                                             adapt_target=True)
+            last = step
+    assert batches == autotuner_batch_bounds(20)
 
 
 def test_an_older_art_release_is_refused_naming_each_missing_setting(config):
@@ -489,3 +543,46 @@ def test_runtime_interpreters_are_the_ones_art_itself_resolves(tmp_path, monkeyp
     server.chmod(0o755)
     monkeypatch.setenv("ART_VLLM_RUNTIME_BIN", str(server))
     assert runtimes.vllm_python() == str(vllm_runtime._resolve_vllm_runtime_python())
+
+
+def test_a_bare_model_id_resolves_to_the_pin_from_any_working_directory(tmp_path):
+    """Issue 25, finding 3: ART's packer loads get_tokenizer(base_model), the canonical ID with no revision,
+    in a process started without a cwd. A hub cache that holds only the pinned snapshot (as a download by
+    commit leaves it: no refs/main) resolves nothing offline from `/`; the run's own pinned hub cache does."""
+    from rl_pipeline_bench.backends.framework.model_cache import pinned_hub_cache
+    from rl_pipeline_bench.models.snapshots import snapshot_dir
+
+    repo, pin = "Qwen/Qwen3.5-35B-A3B", "59d61f3ce65a6d9863b86d2e96597125219dc754"
+    shared = tmp_path / "hf-home"
+    snapshot = snapshot_dir(shared, repo, pin)
+    wordlevel_tokenizer().save_pretrained(snapshot)
+    (snapshot / "config.json").write_text("{}")
+    assert not (snapshot.parents[1] / "refs").exists()
+    code = ("from art.tokenizer import get_tokenizer; import os; "
+            f"t = get_tokenizer({repo!r}); print(os.getcwd(), len(t), t.convert_tokens_to_ids('bab'))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(shared)}
+    env.pop("HF_HUB_CACHE", None)
+
+    def lookup(**extra):
+        return subprocess.run([sys.executable, "-c", code], cwd="/", env={**env, **extra}, capture_output=True,
+                              text=True, timeout=300)
+
+    bare = lookup()
+    assert bare.returncode != 0 and "OSError" in bare.stderr, bare.stdout + bare.stderr
+    cache = pinned_hub_cache(tmp_path / "run" / "hf-cache", repo, pin, snapshot)
+    pinned = lookup(HF_HUB_CACHE=str(cache))
+    assert pinned.returncode == 0, pinned.stderr[-3000:]
+    tok = wordlevel_tokenizer()  # the snapshot's own tokenizer, found by the bare ID from `/`
+    assert pinned.stdout.split() == ["/", str(len(tok)), str(tok.convert_tokens_to_ids("bab"))]
+
+
+def test_a_group_whose_trajectories_all_failed_raises_and_a_cancellation_is_never_a_failure():
+    from rl_pipeline_bench.backends.art.driver import trajectory_group
+
+    failures: list[str] = []
+    assert trajectory_group(["a", ValueError("short"), "b"], failures) == ["a", "b"]
+    assert failures == ["ValueError: short"]
+    with pytest.raises(ValueError, match="first"):
+        trajectory_group([ValueError("first"), KeyError("second")], failures)  # ART's rollout worker drops the group
+    with pytest.raises(asyncio.CancelledError):
+        trajectory_group(["a", asyncio.CancelledError()], failures)

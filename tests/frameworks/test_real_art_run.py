@@ -1,20 +1,20 @@
 """ART's `run(ctx)` end to end with the real openpipe-art 0.5.23 (framework venv).
 
-ART's own TrainableModel and its registration, PipelineTrainer (rollout workers,
-online autotuner, off-policy accounting, train log via Model.log into history.jsonl),
-its OpenAI client and its profile store run the plan; the driver's timed backend
-subclass, publication waits and history follower run as in the image. Doubled,
-because they need GPUs:
+ART's own TrainableModel and its registration, PipelineTrainer (rollout workers, online
+autotuner, off-policy accounting, distributed trajectory queue, packing stage, the train
+dispatch fence, train log via Model.log into history.jsonl), its OpenAI client, its
+profile store and its MegatronBackend run the plan: packing requests, packing by ART's
+own packer (tokenisation of the choices the loopback vLLM returned, MoE routing-replay
+alignment, prefix-tree packing) in another process started in `/`, the packed batch in
+ART's shared memory, the train call and the publication waits. Doubled, at the process
+boundaries a GPU run crosses (tests/frameworks/art_doubles.py): the ArtRuntime that
+starts Monarch host services, trainer ranks and vLLM, the DistributedMegatronService that
+drives them, vLLM itself (bench_fixtures.FakeChatServer, answering as ART's vLLM runtime
+does: token ids, logprobs, per-token policy spans, binary routed experts, fast metrics),
+and `torch.cuda.device_count()` (four GPUs, for ART's local topology).
 
-- vLLM: `bench_fixtures.FakeChatServer` on loopback (forced lengths, token ids,
-  each decode held briefly so weight publications land while calls are in flight).
-- MegatronBackend (`RecordingMegatronBackend` below): in 0.5.23 every method of
-  it that trains or serves goes through its DistributedMegatronService into the
-  Megatron ranks and vLLM runtime that ArtRuntime launches (packing included), so the
-  double takes the backend's place and answers as it does: a train call returns the
-  next step with the step metrics ART's trainer streams, and the service's
-  wait_for_serving returns once the loopback vLLM serves that step. ART's own
-  MegatronBackend._get_service is run in test_real_art.py.
+The plan is the one the comparison suite offers a real run (at test scale, N = 3):
+enough groups for ART's autotuner's fastest growth (backends/plan_capacity.py).
 
 SIGTERM mid-run: `bench run`'s handler raises where the signal lands; on ART's event loop
 that was often inside a rollout task, whose gather(return_exceptions=True) absorbed it
@@ -24,109 +24,28 @@ below signals while rollouts are in flight.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import signal
+import subprocess
 import sys
-import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from openai.types.chat.chat_completion import Choice
 
 from bench_fixtures import N, FakeChatServer, require, run_as_bench_run, small_context, wordlevel_tokenizer
 
 art = require("art")
 
-from art.preprocessing.vllm_tokens import choice_completion_tokens  # noqa: E402
-from art.serving_capabilities import ART_SERVING_PROTOCOL_VERSION, ServingCapabilities  # noqa: E402
+import torch  # noqa: E402
+from art.distributed.art_runtime import ArtRuntime  # noqa: E402
+from art.megatron import distributed_service  # noqa: E402
 
+from art_doubles import LoopbackArtRuntime, LoopbackMegatronService  # noqa: E402
 from rl_pipeline_bench.backends import get  # noqa: E402
 from rl_pipeline_bench.backends.art import driver  # noqa: E402
 from rl_pipeline_bench.evidence.store import read_evidence  # noqa: E402
-
-
-#: Updates' worth of plan groups offered: ART's online autotuner may take several groups per step.
-PLAN = 8 * N
-
-
-class RecordingMegatronBackend:
-    """Stands in for art.megatron.MegatronBackend (see the module docstring); records what it trains."""
-
-    publish_delay_s = 0.3  # a LoRA publication to vLLM takes time: calls are in flight across it
-
-    def __init__(self, *, path: str | None = None, enable_expert_replay: bool = True):
-        self._path, self.enable_expert_replay = path, enable_expert_replay
-        self.step = 0
-        self.trained: list[dict] = []  # per train call: groups, trajectories, kwargs ART passed
-        self.served: list[int] = []
-        self.closed = False
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.close()
-
-    async def close(self) -> None:
-        self.closed = True
-
-    async def register(self, model) -> None:
-        self.model = model
-
-    async def _prepare_backend_for_training(self, model, config=None) -> tuple[str, str]:
-        # Where ART's service would start its vLLM runtime, and what that runtime reports it serves.
-        object.__setattr__(model, "_serving_capabilities", ServingCapabilities(
-            runtime="art_vllm", protocol_version=ART_SERVING_PROTOCOL_VERSION, in_flight_lora_updates=True,
-            policy_token_spans=True))
-        return SERVER.base_url, "loopback"
-
-    def _model_inference_name(self, model, step: int | None = None) -> str:
-        return f"{model.name}@{self.step if step is None else step}"
-
-    async def _get_step(self, model) -> int:
-        return self.step
-
-    async def train(self, model, trajectory_groups, **kwargs):
-        groups = list(trajectory_groups)
-        await asyncio.sleep(0.2)  # the Megatron step
-        self.step += 1
-        # The Megatron trainer's trainable assistant tokens: the completion tokens vLLM returned.
-        tokens = sum(choice_completion_tokens(c) for g in groups for t in g.trajectories
-                     for c in t.messages_and_choices if isinstance(c, Choice))
-        self.trained.append({"groups": len(groups), "trajectories": sum(len(g.trajectories) for g in groups),
-                             "tokens": tokens, "kwargs": sorted(kwargs)})
-        return SimpleNamespace(step=self.step, metrics={"data/step_trainable_assistant_tokens": float(tokens)},
-                               checkpoint_path=None)
-
-    async def collect_train_step_vllm_metrics(self, model) -> dict[str, float]:
-        """The gauges ART's vLLM runtime reports to the online autotuner (LocalBackend's names)."""
-        running = len(SERVER.requests) - len(SERVER.served)
-        return {"vllm/num_requests_running": float(running), "vllm/num_requests_waiting": 0.0,
-                "vllm/num_requests_waiting_capacity": 64.0, "vllm/kv_cache_usage_perc": 0.05,
-                "vllm/num_preemptions_total": 0.0}
-
-    async def _resolve_grad_accumulation_sequences(self, service, config) -> int:
-        return int(config.grad_accumulation_sequences or 1)  # the Megatron service: data-parallel size 1
-
-    async def _get_service(self, model):
-        return self  # the DistributedMegatronService: its wait_for_serving
-
-    async def wait_for_serving(self, step: int) -> None:
-        await asyncio.sleep(self.publish_delay_s)
-        # In-flight LoRA: vLLM swaps the adapter while decodes run (if any are running within 5 s).
-        deadline = time.monotonic() + 5
-        while len(SERVER.requests) == len(SERVER.served) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        SERVER.policy = step  # vLLM now serves the step's LoRA
-        self.served.append(step)
-
-
-SERVER: FakeChatServer  # the loopback vLLM of the current test
 
 
 @pytest.fixture
@@ -136,54 +55,79 @@ def gpu_edges(monkeypatch):
 
 
 @contextlib.contextmanager
-def installed_gpu_edges(monkeypatch, delay_s: float = 0.2):
-    global SERVER
-    backends: list[RecordingMegatronBackend] = []
+def installed_gpu_edges(monkeypatch, delay_s: float = 0.2, **server_options):
+    runtimes: list[LoopbackArtRuntime] = []
 
-    class Recorded(RecordingMegatronBackend):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            backends.append(self)
+    async def start_local(topology, *args, **kwargs):
+        runtime = LoopbackArtRuntime(topology)
+        runtimes.append(runtime)
+        return runtime
 
-    with FakeChatServer(wordlevel_tokenizer(), delay_s=delay_s, policy_spans=True) as server:
-        SERVER = server
-        # The driver's timed subclass is built over the double instead of MegatronBackend (the
-        # support check before it still probes ART's own MegatronBackend).
-        timed = driver.timed_backend_class
-        monkeypatch.setattr(driver, "timed_backend_class", lambda _megatron, clock, times: timed(Recorded, clock, times))
+    with FakeChatServer(wordlevel_tokenizer(), delay_s=delay_s, policy_spans=True, **server_options) as server:
+        monkeypatch.setattr(LoopbackMegatronService, "server", server)
+        monkeypatch.setattr(LoopbackMegatronService, "instances", [])
+        monkeypatch.setattr(ArtRuntime, "start_local", staticmethod(start_local))
+        monkeypatch.setattr(distributed_service, "DistributedMegatronService", LoopbackMegatronService)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+        for name in ("HF_HOME", "HF_HUB_OFFLINE", "HF_HUB_CACHE"):  # run(ctx) sets them: restored after
+            monkeypatch.setenv(name, os.environ.get(name, ""))
         cwd = os.getcwd()
         try:
-            yield server, backends
+            yield server, runtimes
         finally:
             os.chdir(cwd)  # run(ctx) works in its native directory
 
 
-def test_art_run_end_to_end(tmp_path, gpu_edges):
-    server, backends = gpu_edges
-    ctx = small_context(tmp_path, "art", plan_updates=PLAN)
-    get("art").run(ctx)
+def _group(scenario_id: str) -> tuple[int, int]:
+    u, g = scenario_id.removeprefix("u").split("-g")
+    return int(u), int(g)
+
+
+def test_art_run_end_to_end(tmp_path, monkeypatch):
+    # The first decode is held until step 1 is published: ART's rollout workers may otherwise finish
+    # every group the first steps take before step 1 trains (a fast machine), and then no call starts
+    # after a step nor is any decode in flight across a publication.
+    with installed_gpu_edges(monkeypatch, hold_first_decode_s=60) as (server, runtimes):
+        ctx = small_context(tmp_path, "art")
+        assert int(ctx.plan["update"].max()) == ctx.run_spec.offered_updates  # the plan a real run is offered
+        get("art").run(ctx)
     ctx.writer.finish("completed")
     ev = read_evidence(ctx.writer.path)
-    (backend,) = backends
-    assert backend.closed and backend.enable_expert_replay  # the native backend settings, closed with the run
+    (service,) = LoopbackMegatronService.instances
+    (runtime,) = runtimes
+    assert service.closed and service.enable_expert_replay  # the native backend settings, closed with the run
+    assert service.server_config["engine_args"]["enable_return_routed_experts"] is True  # ART asked vLLM for routes
 
     # N updates, each logged by ART's Model.log and turned into evidence once vLLM served it.
-    assert ev.updates["update"].tolist() == list(range(1, N + 1)) == backend.served
+    assert ev.updates["update"].tolist() == list(range(1, N + 1)) == service.served[:N]
     assert ev.updates["policy_version"].tolist() == list(range(1, N + 1))
-    assert ev.updates["assistant_tokens"].tolist() == [t["tokens"] for t in backend.trained]
-    assert ev.updates["accepted_trajectories"].tolist() == [t["trajectories"] for t in backend.trained]
     assert ev.intervals["update"].tolist() == list(range(1, N + 1))
-    # An update completes at its publication, after its train call ended.
     assert (ev.updates["completed_at"].to_numpy() >= ev.intervals["end"].to_numpy()).all()
+
+    # What was trained is what ART's own packer made of the server's answers: per step, the trainable
+    # tokens a Megatron rank mapped from shared memory are the train row's, and they are exactly the
+    # completion tokens the server produced for that step's groups (token ids and logprobs per choice).
+    trained = service.trained[:N]
+    assert ev.updates["assistant_tokens"].tolist() == [t["trainable_tokens"] for t in trained]
+    assert all(t["routed"] for t in trained) and server.routed_choices > 0  # MoE routing replay aligned
+    calls = ev.calls
+    for step, (t, scenarios) in enumerate(zip(trained, runtime.packed), 1):
+        groups = {_group(s) for s in scenarios}
+        in_step = calls[[(int(u), int(g)) in groups for u, g in zip(calls["update"], calls["group"])]]
+        assert t["trainable_tokens"] == int(in_step["completion_tokens"].sum()) > 0, step
+        assert ev.updates["accepted_trajectories"].iloc[step - 1] == len(
+            in_step.drop_duplicates(["update", "group", "trajectory"]))
+    assert runtime.host_cwds == {"/"}  # ART's packer found the pinned snapshot from `/` (finding 3)
+    assert ev.manifest["failed_trajectories"] == {"count": 0, "first": []}
     assert ev.manifest["framework"]["name"] == "openpipe-art" and ev.manifest["framework"]["support_gaps"] == {}
     assert "art_autotuner" in ev.manifest
 
-    # A multi-call workload: every request forced, sent through ART's client with its template kwargs.
-    calls = ev.calls
+    # A multi-call workload: every request forced, asking for logprobs itself, sent through ART's client.
     assert (calls["completion_tokens"] == calls["forced_completion_tokens"]).all()
     per_traj = calls.groupby(["update", "group", "trajectory"]).size()
     assert set(per_traj) == {ctx.workload_spec.new_calls} and ctx.workload_spec.new_calls > 1
     assert all(b["min_tokens"] == b["max_tokens"] and b["ignore_eos"] for b in server.requests)
+    assert all(b["logprobs"] is True and b["top_logprobs"] == 0 for b in server.requests)
     # Per-call policy version: PipelineTrainer's policy_version when the call started, which
     # moves to a step once its train call returns.
     ordered = calls.sort_values("started_at")
@@ -193,11 +137,15 @@ def test_art_run_end_to_end(tmp_path, gpu_edges):
     assert ordered["policy_version"].is_monotonic_increasing and ordered["policy_version"].max() >= 1
     # In-flight LoRA: some decodes were served across a publication.
     assert any(arrived != answered for arrived, answered in server.served)
+    # Bare-ID lookups resolve to the pin through the run's own hub cache.
+    cache = Path(os.environ["HF_HUB_CACHE"])
+    assert cache.is_relative_to(ctx.writer.path) and (
+        cache / "models--Qwen--Qwen3.5-35B-A3B" / "refs" / "main").read_text() == ctx.model["revision"]
 
 
 def test_contract_summary_reads_the_run(tmp_path, gpu_edges):
     """The project's own `bench summarize` reads the evidence ART's run wrote."""
-    ctx = small_context(tmp_path, "art", plan_updates=PLAN)
+    ctx = small_context(tmp_path, "art")
     get("art").run(ctx)
     ctx.writer.finish("completed")
     out = tmp_path / "summary.json"
@@ -212,13 +160,41 @@ def test_contract_summary_reads_the_run(tmp_path, gpu_edges):
     assert all(r.startswith(("manifest_identity:", "contract_incomplete:")) for r in summary["reasons"]), summary["reasons"]
 
 
-def test_a_publication_that_never_comes_fails_the_run_by_name(tmp_path, gpu_edges, monkeypatch):
-    async def unserved(self, step):
-        raise TimeoutError(f"vLLM did not serve step {step}")
+def test_a_failed_trajectory_is_kept_out_of_the_accepted_count(tmp_path, monkeypatch):
+    """Issue 25, finding 5: ART counts a failed trajectory handed to it as one of the step's; the driver
+    hands ART only the trajectories that succeeded and records the failed one's calls, not accepted."""
+    with installed_gpu_edges(monkeypatch, short_one_after=5) as (server, runtimes):
+        ctx = small_context(tmp_path, "art")
+        get("art").run(ctx)
+    ctx.writer.finish("completed")
+    ev = read_evidence(ctx.writer.path)
+    short = ev.calls[ev.calls["completion_tokens"] != ev.calls["forced_completion_tokens"]]
+    assert len(short) == 1 and not short["accepted"].any()  # the call the server cut short is evidence
+    failed = tuple(int(short.iloc[0][k]) for k in ("update", "group", "trajectory"))
+    assert ev.manifest["failed_trajectories"]["count"] == 1
+    assert "CompletionLengthError" in ev.manifest["failed_trajectories"]["first"][0]
+    # Each step's accepted trajectories are the ones ART trained: its groups' trajectories less the failed one.
+    for step, scenarios in enumerate(runtimes[0].packed[:N], 1):
+        groups = {_group(s) for s in scenarios}
+        expected = len(groups) * ctx.workload_spec.group_size - sum(failed[:2] == g for g in groups)
+        assert ev.updates["accepted_trajectories"].iloc[step - 1] == expected, step
 
-    monkeypatch.setattr(RecordingMegatronBackend, "wait_for_serving", unserved)
-    ctx = small_context(tmp_path, "art", plan_updates=PLAN)
-    with pytest.raises(RuntimeError, match=r"^publication_failed: step 1: TimeoutError: vLLM did not serve step 1;"):
+
+def test_a_publication_that_fails_fails_the_run_by_name(tmp_path, gpu_edges, monkeypatch):
+    """The last step's publication fails. ART's MegatronBackend.train awaits the final step's publication
+    (finalize_publication_metrics) and raises its error, so the run fails naming it. (An earlier step's
+    failure also fails the rollouts that would use it, and whether the plan then still holds N steps
+    depends on timing: not tested.)"""
+    served = LoopbackMegatronService.wait_for_serving
+
+    async def last_step_unserved(self, step):
+        if step == N:
+            raise TimeoutError(f"vLLM did not serve step {step}")
+        await served(self, step)
+
+    monkeypatch.setattr(LoopbackMegatronService, "wait_for_serving", last_step_unserved)
+    ctx = small_context(tmp_path, "art")
+    with pytest.raises(TimeoutError, match=rf"^vLLM did not serve step {N}$"):
         get("art").run(ctx)
 
 
@@ -247,7 +223,7 @@ def sigterm_run(evidence_root: str) -> None:
             return result
 
         mp.setattr(driver, "run_trajectory", signalled_mid_rollout)
-        run_as_bench_run(small_context(tmp, "art", plan_updates=PLAN))
+        run_as_bench_run(small_context(tmp, "art"))
 
 
 def test_sigterm_mid_rollout_fails_the_run_with_its_evidence(tmp_path):

@@ -43,7 +43,7 @@ from rl_pipeline_bench.backends.skyrl.config import build_skyrl_config, to_cli_o
 from rl_pipeline_bench.backends.skyrl import metrics as sky_metrics  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.driver import ServedPolicy, generate_group, generator_failed  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.token_calls import observation_ids  # noqa: E402
-from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, check_support  # noqa: E402
+from rl_pipeline_bench.backends.skyrl.support import CONTRACT_SETTINGS, DRIVER_NAMES, check_support  # noqa: E402
 from rl_pipeline_bench.backends.framework.support import SupportError, check_in_python, refuse_gaps  # noqa: E402
 from rl_pipeline_bench.settings.config import load_config  # noqa: E402
 from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
@@ -125,6 +125,23 @@ def test_installed_skyrl_expresses_every_contract_setting(config):
     assert result["version"] == "0.4.0" and result["gaps"] == {}, result["gaps"]
     assert result["facts"]["per_expert_lora"]["share_expert_adapters"] is False
     assert result["facts"]["adapter_publication"] == {"merge_lora": False}
+    assert result["facts"]["visible_devices"] == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    assert result["facts"]["driver_names"] == {"checked": len(DRIVER_NAMES), "missing": []}
+
+
+def test_skyrl_refuses_gpu_uuids_in_cuda_visible_devices(monkeypatch):
+    """Issue 25, finding 8: SkyRL's worker parses each CUDA_VISIBLE_DEVICES entry with int(); the
+    lease's UUIDs (what image runs passed before) fail there, the indices image runs now pass do not."""
+    import dataclasses
+
+    from rl_pipeline_bench.backends.skyrl import support
+
+    with_uuids = dataclasses.replace(get("skyrl"), visible_devices="uuids")
+    monkeypatch.setattr(support, "BACKEND", with_uuids)
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        support._check_visible_devices({}, {})
+    monkeypatch.setattr(support, "BACKEND", get("skyrl"))
+    assert support._check_visible_devices({}, facts := {}) is None and facts["visible_devices"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
 
 
 def test_an_older_skyrl_release_is_refused_naming_each_missing_setting(config):
@@ -132,8 +149,10 @@ def test_an_older_skyrl_release_is_refused_naming_each_missing_setting(config):
     native = get("skyrl").native_support(check_spec(build_spec(config, "comparison")))
     answer = check_in_python("skyrl", native, sys.executable, env=overlay_env("skyrl-0.3.0"))
     assert answer["version"] == "0.3.0"
-    assert set(answer["gaps"]) == {"config", "per_expert_lora", "phase_timing"}, answer["gaps"]
+    assert set(answer["gaps"]) == {"config", "per_expert_lora", "phase_timing", "driver_names"}, answer["gaps"]
     assert "share_expert_adapters" in answer["gaps"]["per_expert_lora"]
+    # 0.3.0 lacks the phase gauge the driver wraps: the names check says which module, before the lease.
+    assert "skyrl.train.utils.metrics:TrainingPhaseGauge.timed_phase: ModuleNotFoundError" in answer["gaps"]["driver_names"]
     with pytest.raises(SupportError) as err:
         refuse_gaps("skyrl", answer)
     for point, why in answer["gaps"].items():
@@ -259,3 +278,17 @@ def test_missing_staleness_is_an_error_not_zero():
     gauge = sky_metrics.PhaseClock(TrainingPhaseGauge(), time.monotonic, collector.phase)
     with pytest.raises(sky_metrics.MetricRecordError, match="async/staleness_mean"):
         _run_steps(collector, _forwarding_tracker(collector), gauge, (1,), with_staleness=False)
+
+
+def test_session_ids_are_skyrls_own_per_trajectory():
+    """Issue 25, finding 6: the ids SkyRL's generator makes (instance_repetition), else the plan's identities."""
+    from skyrl.train.generators.base import TrajectoryID
+
+    from rl_pipeline_bench.backends.skyrl.driver import session_ids
+
+    rows = _group_rows()
+    ids = [TrajectoryID(instance_id="uid7", repetition_id=r) for r in range(3)]
+    assert session_ids(ids, rows) == ["uid7_0", "uid7_1", "uid7_2"] == [t.to_string() for t in ids]
+    assert session_ids(None, rows) == ["plan-u1-g0_0", "plan-u1-g0_1", "plan-u1-g0_2"]
+    with pytest.raises(ValueError, match="asked for 2 trajectories, the plan group has 3"):
+        session_ids(ids[:2], rows)

@@ -34,7 +34,7 @@ from skyrl.train.trainer import RayPPOTrainer  # noqa: E402
 from skyrl.train.utils import utils as skyrl_utils  # noqa: E402
 from skyrl.train.utils import vllm_metrics_scraper  # noqa: E402
 
-from skyrl_doubles import LoopbackInference, RecordingWorkerDispatch  # noqa: E402
+from skyrl_doubles import RecordingWorkerDispatch, loopback_inference  # noqa: E402
 
 from rl_pipeline_bench.backends import get  # noqa: E402
 from rl_pipeline_bench.evidence.store import read_evidence  # noqa: E402
@@ -55,7 +55,7 @@ def installed_gpu_edges(monkeypatch, delay_s: float = 0.05, hold_first_decode_s:
     with FakeChatServer(tok, delay_s=delay_s, hold_first_decode_s=hold_first_decode_s) as server:
         dispatch = RecordingWorkerDispatch(server, sync_delay_s=0.1)
         root = server.base_url.removesuffix("/v1")
-        monkeypatch.setattr(BasePPOExp, "get_inference_client", lambda self: LoopbackInference(proxy_url=root))
+        monkeypatch.setattr(BasePPOExp, "get_inference_client", lambda self: loopback_inference(root))
         # Ray's metrics agents (which carry vLLM's Prometheus metrics on the GPU host) do not run
         # here; SkyRL's per-step scrape reads the loopback vLLM's /metrics instead.
         monkeypatch.setattr(vllm_metrics_scraper, "discover_ray_metrics_urls", lambda: [f"{root}/metrics"])
@@ -111,6 +111,17 @@ def test_skyrl_run_end_to_end(tmp_path, monkeypatch):
         assert version == int((done <= started).sum()), (started, version, done)
     # In-flight spans: some decodes were served across a weight publication.
     assert any(arrived != answered for arrived, answered in server.served)
+
+    # One session per trajectory, sent with each of its calls as SkyRL's client sends it (the
+    # router hashes X-Session-ID), and finished through SkyRL's client when the trajectory ends.
+    sessions = [h.get("x-session-id") for h in server.request_headers]
+    assert all(sessions), "a completions call without X-Session-ID"
+    by_session: dict[str, set[tuple[int, ...]]] = {}
+    for session, body in zip(sessions, server.requests):
+        by_session.setdefault(session, set()).add(tuple(body["prompt"][:8]))
+    assert all(len(prefixes) == 1 for prefixes in by_session.values())  # one trajectory's calls share a prompt start
+    assert len(by_session) >= N * ctx.workload_spec.group_size and all("_" in s for s in by_session)
+    assert set(by_session) >= set(server.finished_sessions) and server.finished_sessions
 
 
 def test_skyrl_generator_failure_leaves_evidence_before_the_process_exits(tmp_path, gpu_edges, monkeypatch):

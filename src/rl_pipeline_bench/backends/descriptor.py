@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from .context import RunContext, RunSpecView
 
 if TYPE_CHECKING:
+    from .plan_capacity import PlanDemandFn
     from .topology import Topology
 
 
@@ -63,9 +64,11 @@ class Backend:
     (a RunSpecView: `spec.contract`, `spec.model`, `spec.backend_settings(name)`, `spec.get(suite_key)`).
 
     trainer_ranks: spec -> the ranks its trainer_intervals.parquet must carry.
-    staleness_limit: spec -> how many policy versions its rollout may run ahead of
-        training; the default extra offered work (docs/run-spec.md). None: it never runs
-        ahead (no extra work is offered unless a suite sets `extra_offered_updates`).
+    plan_demand: (spec, workload spec) -> PlanDemand: the plan groups its run of N updates of
+        that workload needs at most and wants with its rollout running ahead
+        (backends/plan_capacity.py); sizes the suite's default extra offered work. None: N
+        updates' worth, never running ahead. Its suite checks should include
+        `plan_capacity.suite_check(name)` (the framework kit adds it).
     suite_checks: its own checks of a run spec, run at DAG time and before every lease.
     evidence_checks: its own validity checks on a run's manifest, run by the contract.
     trains_plan_updates: whether its update u trains exactly the accepted calls of plan update u
@@ -87,6 +90,9 @@ class Backend:
     native_support: spec -> the native settings that its package's `support` module
         (`python -m rl_pipeline_bench.backends.<name>.support`) hands to the installed framework
         in the framework's own environment; `bench preflight` refuses gaps before the lease.
+    visible_devices: how CUDA_VISIBLE_DEVICES names the leased GPUs inside its container (which
+        holds exactly those GPUs): "uuids" (the lease's UUIDs) or "indices" (0..k-1, in the
+        container's order), for a framework that parses the variable as integers.
     container_network: network mode of its container runs ("none": loopback only).
     container_host_config: further docker-py `create_host_config` options its container
         runs need (e.g. `ipc_mode` for multi-process frameworks); never mounts.
@@ -102,7 +108,7 @@ class Backend:
     models: tuple[str, ...] | None = None
     model_sources: tuple[str, ...] = ("local", "hub")
     trainer_ranks: Callable[[RunSpecView], Sequence[int]] = _single_rank
-    staleness_limit: Callable[[RunSpecView], int] | None = None
+    plan_demand: PlanDemandFn | None = None
     suite_checks: tuple[SuiteCheck, ...] = ()
     evidence_checks: tuple[EvidenceCheck, ...] = ()
     trains_plan_updates: bool = True
@@ -117,6 +123,17 @@ class Backend:
     variant: Callable[[RunSpecView], list[str]] | None = None
     preload: Callable[[], None] | None = None
     native_support: Callable[[RunSpecView], dict[str, Any]] | None = None
+    visible_devices: str = "uuids"
     container_network: str = "none"
     container_host_config: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.visible_devices not in ("uuids", "indices"):
+            raise ValueError(f"backend {self.name}: visible_devices {self.visible_devices!r} is not 'uuids' or 'indices'")
+
+    def container_visible_devices(self, uuids: Sequence[str]) -> str:
+        """CUDA_VISIBLE_DEVICES for its container run on the leased GPUs `uuids` (see `visible_devices`)."""
+        if self.visible_devices == "indices":
+            return ",".join(str(i) for i in range(len(uuids)))
+        return ",".join(uuids)
 

@@ -242,6 +242,14 @@ def read_plan_meta(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
+def workload_of(spec, workload: str) -> WorkloadSpec:
+    """The WorkloadSpec a run spec resolves for one of its workloads (its distribution at its scale)."""
+    settings = spec.settings
+    check_member("workload", workload, spec.workloads)
+    return load_workload({"workloads": settings["workload_distributions"]}, workload,
+                         float(settings["workload_scale"][workload]))
+
+
 def spec_plan(spec, workload: str) -> tuple[WorkloadSpec, pd.DataFrame, dict[str, Any]]:
     """The plan a run spec offers for one workload (rl_pipeline_bench.settings.spec.RunSpec).
 
@@ -249,10 +257,7 @@ def spec_plan(spec, workload: str) -> tuple[WorkloadSpec, pd.DataFrame, dict[str
     rollout has work through the headline window. Returns (spec, plan, meta); meta is
     what write_plan stores alongside (spec id and hash among it).
     """
-    settings = spec.settings
-    check_member("workload", workload, spec.workloads)
-    ws = load_workload({"workloads": settings["workload_distributions"]}, workload,
-                       float(settings["workload_scale"][workload]))
+    ws = workload_of(spec, workload)
     plan = offered_plan(ws, spec.seed, spec.offered_updates)
     meta = {
         "suite": spec.suite_name, "spec_id": spec.id, "spec_hash": spec.hash, "seed": spec.seed,

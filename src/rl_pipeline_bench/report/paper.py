@@ -177,15 +177,27 @@ def activity_table(p: PaperInputs) -> str:
                        label="tab:activity", empty="No runs.", small=True)
 
 
+def _sources(rows: pd.DataFrame, column: str) -> pd.Series:
+    """Each row's trainer-rate source in words (tables written before the column existed: the contract's union)."""
+    from .stats import interval_source_text
+
+    values = rows[column] if column in rows.columns else pd.Series([None] * len(rows), index=rows.index)
+    return values.map(interval_source_text)
+
+
 def trainer_table(p: PaperInputs) -> str:
     stats = p.tables["trial_stats"]
     rows = _stats_rows(stats, "trainer_assistant_tokens_per_s")
+    rows["source"] = _sources(rows, "interval_source")
     conf = _confidence(stats)
+    found = list(dict.fromkeys(rows["source"])) if len(rows) else []
+    what = ("; ".join(found) if found else "per row") + "; rates from different sources are not like for like"
     return latex_table(rows, {"workload": "workload", "backend": "backend", "trials_text": "valid/trials",
-                              "value": f"assistant tokens/s [{conf} CI]", "std": "std", "cv": "CV"},
-                       formats={"std": num, "cv": _pct}, align="llrrrr",
-                       caption="Trainer throughput: headline assistant tokens over the union of all ranks' "
-                               "trainer intervals.", label="tab:trainer", empty="No runs.")
+                              "value": f"assistant tokens/s [{conf} CI]", "std": "std", "cv": "CV",
+                              "source": "trainer intervals"},
+                       formats={"std": num, "cv": _pct}, align="llrrrr" + _wrapped(0.22),
+                       caption=f"Trainer throughput: headline assistant tokens over the trainer intervals ({what}).",
+                       label="tab:trainer", empty="No runs.")
 
 
 def comparisons_table(p: PaperInputs) -> str:
@@ -196,12 +208,23 @@ def comparisons_table(p: PaperInputs) -> str:
     rows = comp.copy()
     rows["ratio_text"] = [_ci_ratio(r, lo, hi) for r, lo, hi in zip(rows["ratio"], rows["ci_low"], rows["ci_high"])]
     rows["pair"] = [f"{b} / {base}" for b, base in zip(rows["backend"], rows["baseline"])]
+    # A trainer rate is named with its intervals; one whose sides are measured differently has no ratio.
+    trainer = rows["rate"] == "trainer_assistant_tokens_per_s"
+    sources, baselines = _sources(rows, "interval_source"), _sources(rows, "baseline_interval_source")
+    for i in rows.index[trainer]:
+        src, base = sources[i], baselines[i]
+        sides = src if src == base else f"{src} vs {base}"
+        rows.at[i, "label"] = f"{rows.at[i, 'label']} ({sides})"
+        if not _missing(rows.at[i, "note"]) and str(rows.at[i, "note"]).startswith("trainer intervals measured"):
+            rows.at[i, "ratio_text"] = "not compared"
     return latex_table(rows, {"workload": "workload", "pair": "backends", "label": "rate", "ratio_text": "ratio [CI]",
                               "p_value": "Mann-Whitney p", "verdict": "verdict"},
                        formats={"p_value": lambda v: f"{float(v):.3g}"},
-                       align="lllrrl", caption="Ratios between backends (ratio of means, bootstrap CI), the "
-                                               "two-sided Mann-Whitney U test over valid trials, and the verdict. "
-                                               + reading.comparison_rule(p.stats_settings or StatsSettings()),
+                       align="ll" + _wrapped(0.25) + "rrl",
+                       caption="Ratios between backends (ratio of means, bootstrap CI), the two-sided Mann-Whitney "
+                               "U test over valid trials, and the verdict; a trainer rate names how its intervals "
+                               "were measured, and two measured differently are not compared. "
+                               + reading.comparison_rule(p.stats_settings or StatsSettings()),
                        label="tab:comparisons", empty="Only one backend: no ratios.")
 
 

@@ -26,6 +26,28 @@ HEADLINE_RATES = (
 )
 BOOTSTRAP_SEED = 20260101
 
+#: The trainer rate: its intervals are not measured the same way by every backend (the summary's
+#: trainer.headline.interval_source, from the manifest's trainer_timing; docs/validation.md).
+TRAINER_RATE = "trainer_assistant_tokens_per_s"
+#: What a trainer rate's intervals are, by source, as tables and captions say it. No source is the
+#: contract's own measure: the union of all ranks' native intervals.
+INTERVAL_SOURCES = {
+    None: "union of all ranks' trainer intervals",
+    "controller_interval": "one controller-side interval per step (the framework keeps no per-rank timing)",
+}
+
+
+def interval_source_text(source: str | None) -> str:
+    """The words for one trainer-rate source (a source joined over trials is shown as given)."""
+    source = None if source in ("", None) or source != source else str(source)  # NaN from a CSV is no source
+    return INTERVAL_SOURCES.get(source, source or INTERVAL_SOURCES[None])
+
+
+def unlike_sources(source: str | None, baseline_source: str | None) -> str:
+    """Why two trainer rates are not like for like ("" when their intervals are measured the same way)."""
+    a, b = interval_source_text(source), interval_source_text(baseline_source)
+    return "" if a == b else f"trainer intervals measured differently ({a} vs {b}): no ratio"
+
 #: Stable codes of the noise warnings (docs/validation.md).
 NOISE_CODES = {
     "no_valid_trials": "no valid trial: nothing to estimate",

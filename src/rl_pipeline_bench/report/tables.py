@@ -279,9 +279,11 @@ def trial_stats_table(runs: list[Run], workloads: list[str], backends: list[str]
                 "valid_trials": len(valid), "mean": d["mean"], "std": d["std"], "cv": d["cv"],
                 "ci_low": d["ci_low"], "ci_high": d["ci_high"], "confidence": settings.confidence,
                 "noisy": bool(warnings), "warnings": " | ".join(warnings),
+                "interval_source": stats.interval_source_text(interval_source(valid or cell))
+                if c == stats.TRAINER_RATE else None,
             })
     cols = ["workload", "backend", "rate", "label", "trials", "valid_trials", "mean", "std", "cv", "ci_low",
-            "ci_high", "confidence", "noisy", "warnings"]
+            "ci_high", "confidence", "noisy", "warnings", "interval_source"]
     return _frame(rows, cols, ["trials", "valid_trials"])
 
 
@@ -303,12 +305,23 @@ def comparisons_table(runs: list[Run], workloads: list[str], backends: list[str]
                 for c, label in stats.HEADLINE_RATES:
                     d = stats.compare(_rate_values(cells[(w, b)], c), _rate_values(cells[(w, base)], c), settings)
                     note = "" if d["p_value"] is not None else "rank test needs at least 2 valid trials per backend"
+                    sources, unlike = {"interval_source": None, "baseline_interval_source": None}, None
+                    if c == stats.TRAINER_RATE:
+                        src, base_src = interval_source(cells[(w, b)]), interval_source(cells[(w, base)])
+                        sources = {"interval_source": stats.interval_source_text(src),
+                                   "baseline_interval_source": stats.interval_source_text(base_src)}
+                        if unlike := stats.unlike_sources(src, base_src):  # never shown as like for like
+                            d.update(ratio=None, ci_low=None, ci_high=None, mannwhitney_u=None, p_value=None)
+                            note = unlike
                     word, why = reading.verdict(d, settings)
+                    if c == stats.TRAINER_RATE and unlike:
+                        why = [unlike]  # the ratio is withheld, not missing for want of trials
                     rows.append({"workload": w, "backend": b, "baseline": base, "rate": c, "label": label, **d,
                                  "confidence": settings.confidence, "note": note, "verdict": word,
-                                 "verdict_reasons": " | ".join(why)})
+                                 "verdict_reasons": " | ".join(why), **sources})
     cols = ["workload", "backend", "baseline", "rate", "label", "n", "n_baseline", "ratio", "ci_low", "ci_high",
-            "confidence", "mannwhitney_u", "p_value", "note", "verdict", "verdict_reasons"]
+            "confidence", "mannwhitney_u", "p_value", "note", "verdict", "verdict_reasons", "interval_source",
+            "baseline_interval_source"]
     return _frame(rows, cols, ["n", "n_baseline"])
 
 
@@ -332,7 +345,10 @@ def activity_table(runs: list[Run]) -> pd.DataFrame:
 
 
 def ratios_table(headline: pd.DataFrame, workloads: list[str], backends: list[str]) -> pd.DataFrame:
-    """Each backend's rates divided by the first listed backend's, per workload."""
+    """Each backend's rates divided by the first listed backend's, per workload (no trainer ratio
+    between rates whose intervals are measured differently)."""
+    from . import stats
+
     rows = []
     if len(backends) >= 2:
         base = backends[0]
@@ -348,6 +364,8 @@ def ratios_table(headline: pd.DataFrame, workloads: list[str], backends: list[st
                 for c in RATE_COLUMNS:
                     num, den = _num(sub.at[b, c]), _num(sub.at[base, c])
                     row[c] = num / den if num is not None and den not in (None, 0.0) else None
+                if stats.unlike_sources(sub.at[b, "trainer_interval_source"], sub.at[base, "trainer_interval_source"]):
+                    row[stats.TRAINER_RATE] = None  # trainer intervals measured differently: not like for like
                 rows.append(row)
     cols = ["workload", "backend", "baseline", "both_valid", *RATE_COLUMNS]
     return _frame(rows, cols)

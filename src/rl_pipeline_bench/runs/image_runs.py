@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import container_run
 from ..provenance import images, recipes as provenance
-from .. import paths
+from .. import backends, paths
 from .container_run import Mount, bind
 from ..records.jsonfile import JsonFileError, read_json
 
@@ -75,11 +75,13 @@ def run_mounts(evidence_root: Path, model: Mapping[str, Any], inputs: Sequence[P
 
 
 def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
-                          lease_record: str | None = None, gpu_uuids: Sequence[str] = ()) -> dict[str, str]:
+                          lease_record: str | None = None, gpu_uuids: Sequence[str] = (),
+                          visible_devices: Callable[[Sequence[str]], str] = ",".join) -> dict[str, str]:
     """What the in-container run needs besides the image's own environment.
 
-    The leased GPUs are named by UUID in CUDA_VISIBLE_DEVICES, as on the host: the
-    engine exposes exactly those devices, and the UUIDs stay valid inside.
+    The engine exposes exactly the leased GPUs; CUDA_VISIBLE_DEVICES names them as the
+    backend's framework accepts (`visible_devices`: its descriptor's container_visible_devices;
+    by UUID unless it says otherwise). The manifest records the lease's UUIDs either way.
     """
     from ..host.liveness import SUPERVISOR_ENV, process_identity
 
@@ -99,7 +101,7 @@ def container_environment(labels: Mapping[str, str], model: Mapping[str, Any],
 
         env[RECORD_ENV] = str(Path(lease_record).resolve())
     if gpu_uuids:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_uuids)
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices(gpu_uuids)
     return env
 
 
@@ -137,7 +139,8 @@ def run_in_image(
     mounts = run_mounts(evidence_root, model, inputs, lease_record, writable)
     return container_run.run_container(
         checked["image_id"], ["bench", *inner_args],
-        mounts=mounts, environment=container_environment(labels, model, lease_record, uuids),
+        mounts=mounts, environment=container_environment(labels, model, lease_record, uuids,
+                                                          backends.get(backend).container_visible_devices),
         gpu_uuids=uuids, name=container_name(run_id),
         labels={container_run.LABEL_RUN: run_id, images.LABEL_BACKEND: backend},
         network_mode=network_mode, user=f"{os.getuid()}:{os.getgid()}", client=client, log=log,
@@ -233,7 +236,6 @@ def execute_in_image(host: HostRun, run_id: str, *, client=None, log: Callable[[
     every attempt leaves a record.
     """
     from ..evidence import attempts
-    from .. import backends
     from ..evidence.store import EvidenceWriter
     from ..settings.spec import write_spec
 

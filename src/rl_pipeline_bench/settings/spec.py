@@ -46,7 +46,7 @@ def workload_scale(suite_settings: dict[str, Any], workload: str) -> float:
 
 def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> dict[str, Any]:
     """The hashed settings of one suite of a validated config, less its probes (build_spec adds them)."""
-    from .. import backends
+    from ..backends.plan_capacity import extra_updates_wanted
 
     suite = get_suite(config, suite_name)
     s = copy.deepcopy(suite.settings)
@@ -72,10 +72,8 @@ def resolve_settings(config: dict[str, Any], suite_name: str | None = None) -> d
     }
     if "extra_offered_updates" in given:
         contract["extra_offered_updates"] = int(given["extra_offered_updates"])
-    else:  # a backend without a declared limit never runs ahead
-        draft = RunSpec({"settings": settings})
-        contract["extra_offered_updates"] = max(
-            0 if (fn := backends.get(b).staleness_limit) is None else int(fn(draft)) for b in s["backends"])
+    else:  # what the suite's backends take of each workload's plan (backends/plan_capacity.py)
+        contract["extra_offered_updates"] = extra_updates_wanted(RunSpec({"settings": settings}), s["backends"])
     return settings
 
 

@@ -7,7 +7,7 @@ so this package (and the registry) imports without openpipe-art.
 from __future__ import annotations
 
 from ..framework.backend import framework_backend
-from .contract import MAX_POLICY_AGE, REASON_CODES, TOPOLOGY, autotuner_reasons
+from .contract import REASON_CODES, TOPOLOGY, autotuner_reasons, plan_demand
 
 BACKEND = framework_backend(
     name="art",
@@ -18,7 +18,7 @@ BACKEND = framework_backend(
     native_config="config:build_art_config",
     # vLLM and Megatron-Core live in ART's own runtime venvs (runtimes.py), read at run time.
     package_homes="runtimes:package_homes",
-    staleness_limit=lambda spec: MAX_POLICY_AGE,
+    plan_demand=plan_demand,
     evidence_checks=(autotuner_reasons,),
     reason_codes=REASON_CODES,
     packages=("vllm", "megatron-core"),

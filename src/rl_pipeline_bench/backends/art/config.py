@@ -21,7 +21,9 @@
 - `backend`: `art.megatron.MegatronBackend(path, enable_expert_replay=True)`: MoE
   routing replay (vLLM's routed experts replayed in Megatron).
 - `pipeline_trainer`: `PipelineTrainer(...)` keywords: online autotuning
-  (`autotune={"mode": "online"}`, built into `PipelineAutotuneConfig` by the driver)
+  (`autotune={"mode": "online", ...}`, built into `PipelineAutotuneConfig` by the driver,
+  with the tuner's start and growth settings at 0.5.23's defaults, set explicitly because
+  the offered plan is sized by them: `contract.AUTOTUNER_BOUNDS`)
   with no fixed worker/batch settings (the autotuner owns them; ART raises when both
   are given), the mean policy-age limit `limit_mean_steps_off_policy=4` and no
   per-group hard cap (`max_steps_off_policy=None`: the contract bounds the mean).
@@ -37,6 +39,7 @@ from typing import Any
 
 from ..framework.rollout import CHAT_TEMPLATE_KWARGS
 from ..topology import LORA_ALPHA, MAX_SEQ_LENGTH, lora_rank
+from .contract import AUTOTUNER_BOUNDS
 from .contract import MAX_POLICY_AGE as ART_MAX_POLICY_AGE
 from .contract import PACKED_SEQUENCE_LENGTH as ART_PACKED_SEQUENCE_LENGTH
 from .contract import TOPOLOGY as ART_TOPOLOGY
@@ -108,7 +111,8 @@ def build_art_config(
         },
         "backend": {"path": str(art_path) if art_path is not None else None, "enable_expert_replay": True},
         "pipeline_trainer": {
-            "autotune": {"mode": "online"},
+            # ART's own start and growth settings, explicit: the plan is sized by them (contract.py).
+            "autotune": {"mode": "online", **AUTOTUNER_BOUNDS},
             "limit_mean_steps_off_policy": float(ART_MAX_POLICY_AGE),
             "max_steps_off_policy": None,
             "max_steps": n,

@@ -2,13 +2,17 @@
 
 Runs inside the ART image with four GPUs. Each plan group is one PipelineTrainer
 scenario, offered in plan order; the online autotuner decides how many groups make
-a step. A rollout sends the plan's calls through the model's own OpenAI client
-(which merges the internal config's chat-template kwargs under our per-request
-options). Evidence comes from ART's train log (history.jsonl), followed while the
-run goes, plus the backend train call and publication timed around ART's own
-MegatronBackend.train and its service's wait_for_serving. The backend is an async context manager, so ART's vLLM
-and Megatron processes end with the run. Executed end to end here only with the
-MegatronBackend and vLLM doubled (tests/frameworks/test_real_art_run.py); never on GPUs.
+a step (the plan holds what its fastest growth can take: backends/plan_capacity.py).
+A rollout sends the plan's calls through the model's own OpenAI client (which merges
+the internal config's chat-template kwargs under our per-request options), asking for
+logprobs itself; a trajectory that fails is kept out of the group ART trains. Evidence
+comes from ART's train log (history.jsonl), followed while the run goes, plus the
+backend train call and publication timed around ART's own MegatronBackend.train and
+its service's wait_for_serving. The backend is an async context manager, so ART's vLLM
+and Megatron processes end with the run. Executed end to end here with ART's own
+MegatronBackend, its packer in another process, and the runtime, the Megatron service
+and vLLM doubled at their process boundaries (tests/frameworks/test_real_art_run.py);
+never on GPUs.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from ..framework.async_signals import run_until_signalled
 from ..framework.driver import driver_opening
-from ..framework.rollout import evidence_rows, run_trajectory, synthetic_reward
+from ..framework.model_cache import pinned_hub_cache
+from ..framework.rollout import CallRecord, evidence_rows, run_trajectory, synthetic_reward
 from . import metrics
 from .config import build_art_config
 from .support import check_support
@@ -105,6 +111,32 @@ def timed_backend_class(megatron_backend: type, clock, times: metrics.TrainCallT
     return TimedMegatronBackend
 
 
+#: Per-request options: logprobs for every completion token. ART trains only choices that carry
+#: logprobs (art/preprocessing/tokenize.py:693-702); its vLLM runtime defaults to sending them
+#: (art_vllm_runtime/patches.py:41-52), but the contract does not rest on a server default.
+LOGPROBS_REQUEST = {"logprobs": True, "top_logprobs": 0}
+
+
+def trajectory_group(trajectories: list, failures: list[str]) -> Any:
+    """The trajectories of one plan group that ART may train: those whose rollout succeeded.
+
+    ART counts a failed trajectory handed to it in a TrajectoryGroup as a trajectory of the
+    step (art/metrics_taxonomy.py:72-76, `data/step_num_trajectories`), which the evidence reads
+    as accepted; a failed one is recorded in `failures` instead (its calls are kept, not
+    accepted). A group with no trajectory left raises its first failure: ART's rollout worker
+    then drops the group (pipeline_trainer/trainer.py:1033-1039).
+    """
+    for r in trajectories:
+        if isinstance(r, BaseException) and not isinstance(r, Exception):
+            raise r  # cancellation and interrupts end the rollout, never a failed trajectory
+    kept = [r for r in trajectories if not isinstance(r, BaseException)]
+    failed = [r for r in trajectories if isinstance(r, BaseException)]
+    failures.extend(f"{type(e).__name__}: {e}" for e in failed)
+    if not kept:
+        raise failed[0]
+    return kept
+
+
 def publication_failed(failures: dict[int, str]) -> str:
     """One line naming each step whose wait for vLLM to serve it failed, and why."""
     return "publication_failed: " + "; ".join(f"step {s}: {why}" for s, why in sorted(failures.items()))
@@ -137,6 +169,10 @@ def run(ctx) -> None:
     model_dir = bind_model_dir(native_dir, native["model"]["base_model"], snapshot)
     os.environ.setdefault("HF_HOME", str(ctx.model.get("hf_home") or ""))
     os.environ["HF_HUB_OFFLINE"] = "1"
+    # Bare-ID lookups in the processes ART starts (its packer's get_tokenizer(base_model)) resolve to
+    # the pin from any working directory; this process's own also through the run-local link.
+    os.environ["HF_HUB_CACHE"] = str(pinned_hub_cache(native_dir / "hf-cache", native["model"]["base_model"],
+                                                      ctx.model["revision"], snapshot))
     os.chdir(native_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
 
@@ -150,6 +186,7 @@ def run(ctx) -> None:
     clock = metrics.ClockMap(wall0=time.time(), run0=writer.clock())
     follower = HistoryFollower(Path(model._get_output_dir()) / "history.jsonl", writer, clock, times)
     holder: dict[str, Any] = {}
+    failed_trajectories: list[str] = []
 
     async def rollout(model_, scenario, _config):
         rows = groups[(scenario["update"], scenario["group"])]
@@ -157,18 +194,25 @@ def run(ctx) -> None:
         trainer = holder["trainer"]
 
         async def one(t_rows):
-            result = await run_trajectory(
-                client.chat.completions.create, model_.get_inference_name(), tokenizer, t_rows,
-                clock=writer.clock, policy_version=lambda: trainer.state.policy_version,
-                template_defaults=None,  # ART's client merges the internal config's chat-template kwargs
-            )
-            writer.add_calls(evidence_rows(result.calls, n))
+            answered: list[CallRecord] = []
+            try:
+                result = await run_trajectory(
+                    client.chat.completions.create, model_.get_inference_name(), tokenizer, t_rows,
+                    clock=writer.clock, policy_version=lambda: trainer.state.policy_version,
+                    template_defaults=None,  # ART's client merges the internal config's chat-template kwargs
+                    extra_body=LOGPROBS_REQUEST, on_call=answered.append,
+                )
+            except Exception:
+                writer.add_calls(evidence_rows([replace(c, accepted=False) for c in answered], n))
+                raise
+            writer.add_calls(evidence_rows(answered, n))
             traj = int(t_rows["trajectory"].iloc[0])
             return art.Trajectory(messages_and_choices=result.messages_and_choices,
                                   reward=synthetic_reward(traj, ctx.workload_spec.group_size))
 
         trajs = [one(r.sort_values("call")) for _, r in rows.groupby("trajectory", sort=True)]
-        return art.TrajectoryGroup(await asyncio.gather(*trajs, return_exceptions=True))
+        return art.TrajectoryGroup(trajectory_group(await asyncio.gather(*trajs, return_exceptions=True),
+                                                    failed_trajectories))
 
     async def follow(stop: asyncio.Event):
         while not stop.is_set():
@@ -202,7 +246,8 @@ def run(ctx) -> None:
     # trajectory to gather(return_exceptions=True), and the run would go on.
     autotune = run_until_signalled(main)
     profile = PipelineTunerProfileStore.for_model(model).resolve(autotune.profile or autotune.output_name)
-    writer.update_manifest(art_autotuner=metrics.autotuner_health(follower.rows, profile, n))
+    writer.update_manifest(art_autotuner=metrics.autotuner_health(follower.rows, profile, n),
+                           failed_trajectories={"count": len(failed_trajectories), "first": failed_trajectories[:3]})
     failures = holder.get("publication_failures") or {}
     if failures:
         raise RuntimeError(publication_failed(failures))

@@ -15,8 +15,9 @@ import sys
 from typing import Any, Callable, Iterator
 from unittest import mock
 
-from ..framework.support import run_checks, support_main
+from ..framework.support import missing_names, run_checks, support_main
 from . import BACKEND
+from .contract import AUTOTUNER_BOUNDS, autotuner_batch_bounds
 
 #: Contract point -> the native setting that expresses it (named in every refusal).
 CONTRACT_SETTINGS = {
@@ -34,6 +35,44 @@ CONTRACT_SETTINGS = {
     "cleanup": "MegatronBackend as an async context manager (close() ends vLLM and trainer processes)",
     "metric_names": "train-log keys data/step_trainable_assistant_tokens, time/step_backend_train_s, "
                     "offpolicy/token_weighted_policy_age_steps",
+    "plan_bounds": "PipelineAutotuneConfig(" + ", ".join(f"{k}={v}" for k, v in AUTOTUNER_BOUNDS.items())
+                   + "): the autotuner's start and growth, by which the offered plan is sized",
+    "visible_devices": "CUDA_VISIBLE_DEVICES as the ART image run sets it (indices of the leased GPUs), "
+                       "accepted by ART's local topology",
+    "driver_names": "every ART name the driver uses (DRIVER_NAMES), public or private, with the keywords it passes",
+}
+
+#: Every ART name the driver (driver.py, runtimes.py) uses -> keywords it passes ("module:qualified name";
+#: tests/test_framework_names.py fails when the driver imports or reaches an ART name not listed here).
+#: The keywords of TrainableModel, PipelineTrainer and PipelineAutotuneConfig come from the native config.
+DRIVER_NAMES: dict[str, tuple[str, ...]] = {
+    "art:init_megatron_runtime_config": ("topology", "packed_sequence_length"),
+    "art:MegatronTopologyConfig": ("tp", "cp", "ep", "etp"),
+    "art:TrainableModel": (),
+    "art:TrainableModel.register": (),
+    "art:TrainableModel._get_output_dir": (),
+    "art:TrainableModel.openai_client": (),
+    "art:TrainableModel.get_inference_name": (),
+    "art:Trajectory": ("messages_and_choices", "reward"),
+    "art:TrajectoryGroup": (),
+    "art:PipelineAutotuneConfig": (),
+    "art:PipelineAutotuneConfig.profile": (),
+    "art:PipelineAutotuneConfig.output_name": (),
+    "art.megatron:MegatronBackend": ("path", "enable_expert_replay"),
+    "art.megatron:MegatronBackend.train": (),
+    "art.megatron:MegatronBackend._get_service": (),
+    "art.megatron:MegatronBackend.__aenter__": (),
+    "art.megatron:MegatronBackend.__aexit__": (),
+    "art.megatron.distributed_service:DistributedMegatronService.wait_for_serving": (),
+    "art.types:LocalTrainResult.step": (),
+    "art.pipeline_trainer:PipelineTrainer": (),
+    "art.pipeline_trainer:PipelineTrainer.train": ("handle_signals",),
+    "art.pipeline_trainer:PipelineTrainer.state": (),
+    "art.pipeline_trainer.state:PipelineState.policy_version": (),
+    "art.pipeline_tuner.store:PipelineTunerProfileStore": (),
+    "art.pipeline_tuner.store:PipelineTunerProfileStore.for_model": (),
+    "art.pipeline_tuner.store:PipelineTunerProfileStore.resolve": (),
+    "art.vllm_runtime:get_vllm_runtime_project_root": (),
 }
 
 
@@ -202,6 +241,47 @@ def _check_metric_names(native, workdir, facts):
     return f"ART's metric taxonomy lacks {', '.join(missing)}" if missing else None
 
 
+def _check_plan_bounds(native, workdir, facts):
+    from art.pipeline_tuner.autotune import build_initial_settings
+
+    trainer = _pipeline_trainer(native, workdir, with_autotune=True)
+    kept = {k: getattr(trainer.autotune, k) for k in AUTOTUNER_BOUNDS}
+    ic = native["internal_config"]
+    start = build_initial_settings(config=trainer.autotune, inference_gpu_count=len(ic["inference_gpu_ids"]),
+                                   target_packed_sequences=BACKEND.topology.dp,
+                                   policy_age_limit_steps=native["pipeline_trainer"]["limit_mean_steps_off_policy"],
+                                   rollout_worker_capacity=None)
+    facts["plan_bounds"] = {**kept, "initial_max_batch_size": start.max_batch_size}
+    if kept != AUTOTUNER_BOUNDS:
+        return f"PipelineAutotuneConfig kept {kept}"
+    if start.max_batch_size != autotuner_batch_bounds(1)[0]:
+        return f"ART's autotuner starts at {start.max_batch_size} groups a step, the plan is sized for {autotuner_batch_bounds(1)[0]}"
+    return None
+
+
+def _check_visible_devices(native, workdir, facts):
+    from art.megatron.runtime.local import _host_gpu_ids
+
+    ic = native["internal_config"]
+    ids = tuple(ic["trainer_gpu_ids"]) + tuple(ic["inference_gpu_ids"])
+    value = BACKEND.container_visible_devices([f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(ids))])
+    with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": value}):
+        host_ids = _host_gpu_ids(ids, visible_gpu_count=len(ids))
+    facts["visible_devices"] = {"CUDA_VISIBLE_DEVICES": value, "art_host_gpu_ids": list(host_ids)}
+    return None
+
+
+def _check_driver_names(native, workdir, facts):
+    names = {**DRIVER_NAMES,
+             "art:TrainableModel": (*native["model"], "_internal_config", "base_path"),
+             "art.pipeline_trainer:PipelineTrainer": tuple(k for k in native["pipeline_trainer"] if k != "autotune")
+             + ("autotune",),
+             "art:PipelineAutotuneConfig": tuple(native["pipeline_trainer"]["autotune"])}
+    missing = missing_names(names)
+    facts["driver_names"] = {"checked": len(names), "missing": missing}
+    return "; ".join(missing) or None
+
+
 CHECKS: dict[str, Callable[[dict, str, dict], str | None]] = {
     "megatron_runtime": _check_megatron_runtime,
     "context_parallel": _check_context_parallel,
@@ -214,6 +294,9 @@ CHECKS: dict[str, Callable[[dict, str, dict], str | None]] = {
     "mean_policy_age_limit": _check_mean_policy_age_limit,
     "cleanup": _check_cleanup,
     "metric_names": _check_metric_names,
+    "plan_bounds": _check_plan_bounds,
+    "visible_devices": _check_visible_devices,
+    "driver_names": _check_driver_names,
 }
 
 

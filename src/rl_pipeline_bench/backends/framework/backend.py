@@ -21,6 +21,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from .. import plan_capacity
 from ..descriptor import Backend
 from ..topology import Topology
 
@@ -58,11 +59,18 @@ def framework_backend(*, name: str, framework: str, topology: Topology, models: 
     native_config: "module:function" of its package: run spec -> the native settings
         `bench preflight` asks the installed framework about (Backend.native_support).
     package_homes: "module:function" of its package (Backend.package_homes), if any.
+    plan_demand (in `fields`): what its runs take of the plan; its suite checks refuse a plan
+        below it (plan_capacity.py).
 
     CUDA only, exactly its topology's GPUs, a revision-pinned hub snapshot of one of its
     supported models. Its trainer batches work across plan updates (its own batching and
     autotuning), so calls reconcile over the run. Its trainer is timed at the controller,
     one interval per step recorded as rank 0 (the descriptor's default `trainer_ranks`).
+
+    Inside its container CUDA_VISIBLE_DEVICES holds indices, not the lease's UUIDs (the
+    container holds exactly the leased GPUs): SkyRL parses each entry with int(); ART takes
+    either (art/megatron/runtime/local.py:98-125). Its support check runs the framework's
+    own parser on that value.
 
     Its container runs share the host's IPC namespace (vLLM's Docker guide asks for
     `--ipc=host` or a large `--shm-size`: PyTorch shares tensors between processes
@@ -70,7 +78,11 @@ def framework_backend(*, name: str, framework: str, topology: Topology, models: 
     addresses; a loopback-only container has not been tried with them).
     """
     package = f"{BACKENDS_PACKAGE}.{name}"
+    # A plan too small for its N updates is refused before any lease (plan_capacity.py).
+    fields["suite_checks"] = (plan_capacity.suite_check(name), *fields.get("suite_checks", ()))
     fields.setdefault("trains_plan_updates", False)
+    # Every framework's parser takes indices (SkyRL's int() of each, worker.py:183-189); not all take UUIDs.
+    fields.setdefault("visible_devices", "indices")
     fields.setdefault("container_network", "host")
     fields.setdefault("container_host_config", {"ipc_mode": "host"})
     return Backend(

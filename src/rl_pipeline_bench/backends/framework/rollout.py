@@ -187,11 +187,15 @@ async def run_trajectory(
     policy_version: Callable[[], int] = lambda: 0,
     template_defaults: Mapping[str, Any] | None = None,
     extra_body: Mapping[str, Any] | None = None,
+    on_call: Callable[[CallRecord], None] | None = None,
 ) -> TrajectoryResult:
     """Send a trajectory's new calls in order; check each response's length.
 
     create: the chat-completions `create` coroutine (a native client's).
     rows: that trajectory's plan rows (DataFrame or dicts), calls 0..K-1.
+    on_call: told each answered call as soon as it is answered, before its length is
+        checked (a call of another length is told with accepted=False, then raises), so a
+        trajectory that fails part way still leaves its answered calls as evidence.
     The prompt of call k holds the text call j<k produced, then its tool observation.
     """
     records = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
@@ -214,7 +218,16 @@ async def run_trajectory(
         started = clock()
         response = await create(**request)
         finished = clock()
-        n = check_completion(response, forced, where=call_label(*key[:3], call))
+        n = completion_tokens_of(response)
+        record = CallRecord(
+            update=key[0], group=key[1], trajectory=key[2], call=call,
+            prompt_tokens=int(row["prompt_tokens"]), forced_completion_tokens=forced,
+            completion_tokens=n, accepted=n == forced, started_at=started, finished_at=finished,
+            policy_version=version,
+        )
+        if on_call is not None:
+            on_call(record)
+        check_completion(response, forced, where=call_label(*key[:3], call))
         choice = _get(response, "choices")[0]
         # The new tail of this prompt (after the previous prompt and its completion)
         # is the tool observation; the completion itself is the response choice.
@@ -228,11 +241,6 @@ async def run_trajectory(
         prev_messages = messages
         result.prompts.append(messages)
         result.responses.append(response)
-        result.calls.append(CallRecord(
-            update=key[0], group=key[1], trajectory=key[2], call=call,
-            prompt_tokens=int(row["prompt_tokens"]), forced_completion_tokens=forced,
-            completion_tokens=n, accepted=True, started_at=started, finished_at=finished,
-            policy_version=version,
-        ))
+        result.calls.append(record)
         previous.append(_choice_text(choice))
     return result

@@ -8,7 +8,8 @@ environment (image or native prefix), so `bench preflight` runs that module ther
 controller, and `refuse_gaps` turns gaps into one error naming every missing setting.
 
 A check that raises, or whose result differs from the setting, is a gap named by its
-setting. `python -m rl_pipeline_bench.backends.<name>.support [--report] NATIVE_CONFIG_JSON`
+setting. Every framework name a driver uses, public or private, is one such setting too
+(`missing_names`): a rename in the framework is refused before the lease, not found at step 1. `python -m rl_pipeline_bench.backends.<name>.support [--report] NATIVE_CONFIG_JSON`
 prints {"framework", "version", "gaps", "facts"} as one JSON line and exits 1 on gaps
 (0 with --report).
 """
@@ -56,6 +57,63 @@ def run_checks(framework: str, checks: Mapping[str, Check], settings: Mapping[st
         if why:
             gaps[point] = f"{settings[point]}: {why}"
     return {"framework": framework, "version": installed, "gaps": gaps, "facts": facts}
+
+
+def _instance_attribute(cls: type, attr: str) -> bool:
+    """Whether instances of `cls` carry `attr` without the class having it: a dataclass or pydantic
+    field, or an assignment `self.<attr> = ...` in the source of the class or one of its bases."""
+    import dataclasses
+    import inspect
+    import re
+
+    if dataclasses.is_dataclass(cls) and attr in {f.name for f in dataclasses.fields(cls)}:
+        return True
+    if attr in (getattr(cls, "model_fields", None) or {}):
+        return True
+    assigned = re.compile(rf"\bself\.{re.escape(attr)}\s*(:[^=\n]+)?=[^=]")
+    for base in inspect.getmro(cls):
+        try:
+            if assigned.search(inspect.getsource(base)):
+                return True
+        except (OSError, TypeError):  # builtins and classes without source
+            continue
+    return False
+
+
+def missing_names(names: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """The framework names a driver uses that the installed framework lacks, each with why.
+
+    names: {"module:Qualified.name": keywords the driver passes it}; a name resolves by importing
+    the module and walking the attributes (the last may be an instance attribute, see
+    `_instance_attribute`); the keywords must bind to its signature.
+    """
+    import importlib
+    import inspect
+
+    missing = []
+    for name, keywords in names.items():
+        module_name, _, qualname = name.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            missing.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        owner, parts = obj, qualname.split(".")
+        for i, part in enumerate(parts):
+            if hasattr(owner, part):
+                owner = getattr(owner, part)
+            elif i == len(parts) - 1 and isinstance(owner, type) and _instance_attribute(owner, part):
+                owner = None  # an instance attribute: nothing more to check
+            else:
+                missing.append(f"{name}: {'.'.join([module_name, *parts[:i]])} has no {part!r}")
+                break
+        else:
+            if keywords and owner is not None:
+                try:
+                    inspect.signature(owner).bind_partial(**dict.fromkeys(keywords))
+                except (TypeError, ValueError) as exc:
+                    missing.append(f"{name}: does not take {', '.join(keywords)} ({exc})")
+    return missing
 
 
 def support_main(check_support: Callable[[dict[str, Any]], dict[str, Any]], module: str,

@@ -9,7 +9,9 @@ a mean-policy-age limit. Evidence v1 is written as the run goes.
 
 from __future__ import annotations
 
+from .. import plan_capacity
 from ..descriptor import Backend
+from ..plan_capacity import PlanDemand
 
 #: The top-level `reference:` section of config.yaml.
 CONFIG_SCHEMA = {
@@ -42,9 +44,10 @@ def trainer_ranks(spec) -> list[int]:
     return [0]
 
 
-def staleness_limit(spec) -> int:
-    """Versions the rollout may run ahead of the trainer (`reference.max_policy_age`)."""
-    return int(spec.backend_settings("reference")["max_policy_age"])
+def plan_demand(spec, workload) -> PlanDemand:
+    """Update u trains plan update u; the rollout runs up to `reference.max_policy_age` updates ahead."""
+    age, n, g = int(spec.backend_settings("reference")["max_policy_age"]), spec.trained_updates, workload.groups_per_update
+    return PlanDemand(n * g, (n + age) * g, f"update u trains plan update u, the rollout runs {age} update(s) ahead")
 
 
 def preload() -> None:
@@ -57,7 +60,8 @@ BACKEND = Backend(
     summary="embedded asynchronous RL pipeline on a tiny Qwen3-MoE (CPU or CUDA, any machine)",
     run=run,
     trainer_ranks=trainer_ranks,
-    staleness_limit=staleness_limit,
+    plan_demand=plan_demand,
+    suite_checks=(plan_capacity.suite_check("reference"),),
     config_schema=CONFIG_SCHEMA,
     preload=preload,
 )

@@ -7,7 +7,7 @@ so this package (and the registry) imports without skyrl.
 from __future__ import annotations
 
 from ..framework.backend import framework_backend
-from .contract import STALENESS, SUITE_SCHEMA, TOPOLOGY, batch_problems, variant
+from .contract import SUITE_SCHEMA, TOPOLOGY, batch_problems, plan_demand, variant
 from .host import HOST_HOOKS
 
 BACKEND = framework_backend(
@@ -17,7 +17,7 @@ BACKEND = framework_backend(
     topology=TOPOLOGY,
     models=("Qwen/Qwen3.5-35B-A3B",),
     native_config="config:build_skyrl_config",
-    staleness_limit=lambda spec: STALENESS,
+    plan_demand=plan_demand,
     suite_checks=(batch_problems,),
     packages=("skyrl-train", "vllm", "megatron-core"),
     env_prefixes=("SKYRL_", "VLLM_", "MEGATRON_"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...records.configfile import ConfigError
+from ..plan_capacity import PlanDemand
 from ..topology import Topology
 
 #: Megatron TP1 CP1 EP2 DP2 on two training GPUs, two inference GPUs.
@@ -42,3 +43,12 @@ def batch_problems(spec: Any) -> list[str]:
 
 def variant(spec: Any) -> list[str]:
     return [f"B{skyrl_batch(spec)}/workers{skyrl_workers(spec)}"]
+
+
+def plan_demand(spec: Any, workload: Any) -> PlanDemand:
+    """SkyRL trains B plan groups a step (fewer than N*B offered, it trains fewer steps:
+    fully_async_trainer.py:424-427) and submits at most (step + staleness) * B before step
+    `step` trains (_compute_capacity_unlocked, fully_async_trainer.py:181-187)."""
+    b, n = skyrl_batch(spec), spec.trained_updates
+    return PlanDemand(n * b, (n + STALENESS) * b,
+                      f"SkyRL trains {b} group(s) a step and generates up to {STALENESS} steps ahead")

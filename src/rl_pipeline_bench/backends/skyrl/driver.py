@@ -5,7 +5,8 @@ Runs inside the SkyRL image with four GPUs. The experiment is SkyRL's own
 `FullyAsyncRayPPOTrainer` (skyrl 0.4.0) whose phase gauge also reports each
 `timed_phase` on the run's clock, the generator sends the plan's calls to
 SkyRL's vLLM router through its OpenAI-compatible completions endpoint as token
-ids (token_calls), its failures recorded in the evidence before SkyRL exits,
+ids (token_calls), one session per trajectory as SkyRL's own client routes it
+(X-Session-ID, finished through SkyRL's client), its failures recorded in the evidence before SkyRL exits,
 and the tracker forwards every native record to the evidence writer as it is
 logged. Not executed end to end by this project.
 """
@@ -29,21 +30,43 @@ from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
 from .token_calls import run_token_trajectory
 
 
+def session_ids(trajectory_ids, rows) -> list[str]:
+    """One session id per trajectory of a plan group, as SkyRL's generator makes them
+    (`f"{instance_id}_{repetition_id}"`, skyrl_gym_generator.py:383-385) from the batch's
+    TrajectoryIDs; the plan's own identities when SkyRL hands none."""
+    trajs = sorted(int(t) for t in rows["trajectory"].unique())
+    if trajectory_ids:
+        if len(trajectory_ids) != len(trajs):
+            raise ValueError(f"SkyRL asked for {len(trajectory_ids)} trajectories, the plan group has {len(trajs)}")
+        return [f"{t.instance_id}_{t.repetition_id}" for t in trajectory_ids]
+    first = rows.iloc[0]
+    return [f"plan-u{int(first['update'])}-g{int(first['group'])}_{t}" for t in trajs]
+
+
 async def generate_group(complete, model: str, tokenizer, rows, *, clock, policy_version, group_size: int,
-                         template_kwargs=CHAT_TEMPLATE_KWARGS, on_call=None):
+                         template_kwargs=CHAT_TEMPLATE_KWARGS, on_call=None, sessions=None, finish_session=None):
     """Run one plan group as token-id calls (token_calls); return (GeneratorOutput dict, trajectories).
 
     SkyRL trains on exactly the tokens sampled, with their logprobs; the tool
     observations between calls are masked out; rewards are the synthetic within-group rewards.
+    sessions: one session id per trajectory (`session_ids`), sent with each of its calls;
+    finish_session: SkyRL's client's `finish_session`, awaited when a trajectory ends (as its
+    generator does, skyrl_gym_generator.py:742-743).
     """
     from skyrl.train.generators.utils import get_rollout_metrics
 
     trajs = [r for _, r in rows.groupby("trajectory", sort=True)]
-    results = await asyncio.gather(*[
-        run_token_trajectory(complete, model, tokenizer, t, clock=clock, policy_version=policy_version,
-                             template_kwargs=template_kwargs, on_call=on_call)
-        for t in trajs
-    ])
+    sessions = list(sessions) if sessions is not None else [None] * len(trajs)
+
+    async def one(t, session):
+        try:
+            return await run_token_trajectory(complete, model, tokenizer, t, clock=clock, policy_version=policy_version,
+                                              template_kwargs=template_kwargs, on_call=on_call, session_id=session)
+        finally:
+            if finish_session is not None and session:
+                await finish_session(session)
+
+    results = await asyncio.gather(*[one(t, session) for t, session in zip(trajs, sessions, strict=True)])
     out: dict[str, list] = {
         "prompt_token_ids": [r.prompt_ids for r in results],
         "response_ids": [r.response_ids for r in results],
@@ -151,6 +174,7 @@ def run(ctx) -> None:
         def __init__(self, inference_client):
             self._groups = iter(groups)
             self._lock = asyncio.Lock()
+            self._inference = inference_client
             self._client = AsyncOpenAI(base_url=f"{inference_client.proxy_url}/v1", api_key="EMPTY")
 
         async def generate(self, input_batch, **_kwargs):
@@ -162,6 +186,8 @@ def run(ctx) -> None:
                     self._client.completions.create, resolve_policy_model_name(cfg), tokenizer, rows,
                     clock=writer.clock, policy_version=lambda: served.version, group_size=group_size,
                     template_kwargs=cfg.generator.chat_template_kwargs, on_call=answered.append,
+                    sessions=session_ids(input_batch.get("trajectory_ids"), rows),
+                    finish_session=self._inference.finish_session,
                 )
             except asyncio.CancelledError:
                 # SkyRL cancels its generation workers after the last step: the answered calls of an

@@ -9,10 +9,12 @@ vLLM, Megatron or Ray cluster is needed. Entry point:
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from typing import Any, Callable
+from unittest import mock
 
-from ..framework.support import run_checks, support_main
+from ..framework.support import missing_names, run_checks, support_main
 from . import BACKEND
 
 #: Contract point -> the native setting that expresses it (named in every refusal).
@@ -24,6 +26,44 @@ CONTRACT_SETTINGS = {
     "mean_staleness_limit": "trainer.fully_async.max_staleness_steps=4 with B <= workers <= B*(staleness+1)",
     "phase_timing": "TrainingPhaseGauge.timed_phase around the run_training and sync_weights phases",
     "rollout_metrics": "get_rollout_metrics reporting generate/avg_assistant_tokens over loss masks",
+    "visible_devices": "CUDA_VISIBLE_DEVICES as the SkyRL image run sets it (indices of the leased GPUs), "
+                       "parsed by SkyRL's workers (Worker._set_numa_affinity: int() of each entry)",
+    "driver_names": "every SkyRL name the driver uses (DRIVER_NAMES), public or private, with the keywords it passes",
+}
+
+#: Every SkyRL name the driver (driver.py) uses -> keywords it passes ("module:qualified name";
+#: tests/test_framework_names.py fails when the driver imports or reaches a SkyRL name not listed here).
+DRIVER_NAMES: dict[str, tuple[str, ...]] = {
+    "skyrl.backends.skyrl_train.inference_servers.utils:resolve_policy_model_name": (),
+    "skyrl.backends.skyrl_train.inference_servers.remote_inference_client:RemoteInferenceClient.proxy_url": (),
+    "skyrl.backends.skyrl_train.inference_servers.remote_inference_client:RemoteInferenceClient.finish_session": (),
+    "skyrl.train.config:SkyRLTrainConfig": (),
+    "skyrl.train.config:SkyRLTrainConfig.from_dict_config": (),
+    "skyrl.train.dataset:PromptDataset": ("datasets", "tokenizer", "max_prompt_length", "num_workers"),
+    "skyrl.train.dataset:PromptDataset._read_files_and_tokenize": (),
+    "skyrl.train.dataset:PromptDataset.datasets": (),
+    "skyrl.train.dataset:PromptDataset.dataframe": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.cfg": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.tokenizer": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.get_train_dataset": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.get_tracker": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.get_generator": ("cfg", "tokenizer", "inference_engine_client"),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.get_trainer": (),
+    "skyrl.train.entrypoints.main_base:BasePPOExp.run": (),
+    "skyrl.train.fully_async_trainer:FullyAsyncRayPPOTrainer": (),
+    "skyrl.train.fully_async_trainer:FullyAsyncRayPPOTrainer._phase_gauge": (),
+    "skyrl.train.fully_async_trainer:FullyAsyncRayPPOTrainer.global_step": (),
+    "skyrl.train.generators.base:GeneratorInterface": (),
+    "skyrl.train.generators.base:GeneratorInterface.generate": (),
+    "skyrl.train.generators.base:TrajectoryID.instance_id": (),
+    "skyrl.train.generators.base:TrajectoryID.repetition_id": (),
+    "skyrl.train.generators.utils:get_rollout_metrics": ("loss_masks",),
+    "skyrl.train.utils:validate_cfg": (),
+    "skyrl.train.utils.metrics:TrainingPhaseGauge.timed_phase": (),
+    "skyrl.train.utils.tracking:Tracking": ("project_name", "experiment_name", "backend", "config"),
+    "skyrl.train.utils.tracking:Tracking.log": ("data", "step", "commit"),
+    "skyrl.train.utils.utils:initialize_ray": (),
 }
 
 
@@ -121,6 +161,25 @@ def _check_rollout_metrics(native, facts):
     return None if value == 2.0 else f"get_rollout_metrics gave {KEYS['avg_tokens']}={value!r} for masks of 2 and 2 tokens"
 
 
+def _check_visible_devices(native, facts):
+    from skyrl.backends.skyrl_train.workers import worker
+
+    gpus = BACKEND.gpus or 0
+    value = BACKEND.container_visible_devices([f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(gpus)])
+    facts["visible_devices"] = {"CUDA_VISIBLE_DEVICES": value}
+    # SkyRL's own parser; with the affinity marked set it returns before touching libnuma.
+    with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": value}), mock.patch.object(worker, "_SET_AFFINITY", True):
+        for rank in range(gpus):
+            worker.Worker._set_numa_affinity(None, rank)
+    return None
+
+
+def _check_driver_names(native, facts):
+    missing = missing_names(DRIVER_NAMES)
+    facts["driver_names"] = {"checked": len(DRIVER_NAMES), "missing": missing}
+    return "; ".join(missing) or None
+
+
 CHECKS: dict[str, Callable[[dict, dict], str | None]] = {
     "config": _check_config,
     "per_expert_lora": _check_per_expert_lora,
@@ -128,6 +187,8 @@ CHECKS: dict[str, Callable[[dict, dict], str | None]] = {
     "mean_staleness_limit": _check_mean_staleness_limit,
     "phase_timing": _check_phase_timing,
     "rollout_metrics": _check_rollout_metrics,
+    "visible_devices": _check_visible_devices,
+    "driver_names": _check_driver_names,
 }
 
 

@@ -27,6 +27,8 @@ from ...plan.render import render_messages
 from ...plan.call_identity import call_label
 from ..framework.rollout import CallRecord, check_completion, forced_length_options, merge_extra_body
 
+#: The header SkyRL's client routes a session (trajectory) by.
+SESSION_HEADER = "X-Session-ID"
 #: SkyRL's fixed base conversation (skyrl.train.generators.skyrl_gym_generator, 0.4.0).
 BASE_CONVERSATION = [{"role": "system", "content": "You are a helpful assistant."},
                      {"role": "user", "content": "I am a user."}]
@@ -95,10 +97,15 @@ async def run_token_trajectory(
     policy_version: Callable[[], int],
     template_kwargs: Mapping[str, Any],
     on_call: Callable[[CallRecord], None] | None = None,
+    session_id: str | None = None,
 ) -> TokenTrajectory:
     """Send a trajectory's calls in order through `complete` (a completions `create`); check each length.
 
     on_call: told each call as soon as it is answered and checked.
+    session_id: sent with every call as the `X-Session-ID` header, as SkyRL's own client does
+        (RemoteInferenceClient, remote_inference_client.py:967-969): SkyRL's router hashes it
+        (policy consistent_hash, inference_servers/utils.py:427-432), so one trajectory's calls
+        reach one engine.
     """
     records = rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]
     records.sort(key=lambda r: int(r["call"]))
@@ -129,7 +136,8 @@ async def run_token_trajectory(
         response = await complete(model=model, prompt=prompt, max_tokens=forced, logprobs=1,
                                   extra_body=merge_extra_body(forced_length_options(forced),
                                                               {"return_token_ids": True,
-                                                               "skip_special_tokens": False}))
+                                                               "skip_special_tokens": False}),
+                                  **({"extra_headers": {SESSION_HEADER: session_id}} if session_id else {}))
         finished = clock()
         where = call_label(*out.key[:3], call)
         n = check_completion(response, forced, where=where)

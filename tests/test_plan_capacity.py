@@ -16,7 +16,7 @@ import pytest
 from rl_pipeline_bench import backends
 from rl_pipeline_bench.backends import plan_capacity
 from rl_pipeline_bench.backends.art.contract import autotuner_batch_bounds
-from rl_pipeline_bench.backends.topology import suite_problems
+from rl_pipeline_bench.backends.suite_checks import suite_problems
 from rl_pipeline_bench.plan.workloads import workload_of
 from rl_pipeline_bench.settings.spec import build_spec, check_spec
 

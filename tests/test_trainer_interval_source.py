@@ -80,7 +80,7 @@ def test_a_ratio_of_trainer_rates_measured_differently_is_never_shown(tmp_path):
     tex = paper.trainer_table(SimpleNamespace(tables={"trial_stats": stats}))
     assert "trainer intervals" in tex and "controller-side interval" in tex and "union of all ranks" in tex
     assert "not like for like" in tex
-    comp_tex = paper.comparisons_table(SimpleNamespace(tables={"comparisons": comparisons_table(runs, [w], ["a", "b"], settings)}))
+    comp_tex = paper.comparisons_table(SimpleNamespace(tables={"comparisons": comparisons_table(runs, [w], ["a", "b"], settings)}, stats_settings=settings))
     assert "not compared" in comp_tex and "vs" in comp_tex
 
 

@@ -130,7 +130,7 @@ def load_policy(ref: PolicyRef) -> Policy:
     if not ref.entry_point:
         raise PolicyLoadError(
             f"policy checkpoint {root} has no {POLICY_FILE}; pass the loader for its weights with "
-            "--config eval_policy_entry_point=module:function (README: what a user must bring)")
+            "--config eval_policy_entry_point=module:function (docs/evaluation.md: what a user must bring)")
     module, _, func = ref.entry_point.partition(":")
     try:
         factory = getattr(importlib.import_module(module), func)

@@ -2,7 +2,8 @@
 
 Everything before an episode: suites, tasks, 50 init states per task, the bundled asset tree and
 the `libero_assets` override, the non-interactive config file, the task subset of `libero_smoke`,
-the renderer choice and the errors for bad input. Episodes themselves: test_eval_libero_smoke.py.
+the renderer choice, the scripted policy's instruction parsing and the errors for bad input. Episodes
+themselves: test_eval_libero_smoke.py.
 """
 
 from __future__ import annotations
@@ -165,3 +166,15 @@ def test_a_builtin_policy_is_refused_where_it_cannot_act(config, tmp_path):
     with pytest.raises(ConfigError, match=r"policy 'scripted_lift' \(scripted .*\) acts in robosuite, not libero"):
         run_evaluation(spec, {}, "scripted_lift", 1, tmp_path / "ev")
     assert not (tmp_path / "ev").exists()
+
+
+def test_the_scripted_pick_and_place_policy_reads_its_object_from_the_instruction():
+    from rl_pipeline_bench.eval.policies.scripted import ScriptedPickPlace
+
+    policy = ScriptedPickPlace()
+    policy.reset("t", "pick up the bbq sauce and place it in the basket")
+    obs = {"robot0_eef_pos": [0.0, 0.0, 0.3], "bbq_sauce_1_pos": [0.1, 0.0, 0.0], "basket_1_pos": [0.0, 0.2, 0.0]}
+    action = policy.act(obs)
+    assert action.shape == (1, 7) and action[0, 0] > 0 and action[0, 6] == -1.0  # toward the sauce, gripper open
+    with pytest.raises(ValueError, match="acts only in LIBERO-Object's"):
+        policy.reset("t", "put both the alphabet soup and the tomato sauce in the basket")

@@ -85,3 +85,4 @@ def test_a_measured_row_says_what_its_policy_is_and_where_its_protocol_is_reduce
     assert measured_label(reduced) == ("measured: p (s; stand-in; reduced protocol: task 0 only, 2 of 50 scenarios, "
                                        "1 of 3 runs, at most 64 of 512 steps)")
     assert measured_label({**_summary(), "runs": []}) == "measured: p (s)"  # evidence written before roles existed
+

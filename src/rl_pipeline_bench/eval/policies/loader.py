@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ...records.configfile import ConfigError
 from .base import Policy, PolicyRef
-from .scripted import ScriptedLift
+from .scripted import ScriptedLift, ScriptedPickPlace
 from .standin import ZeroAction
 from ...records.jsonfile import read_json
 
@@ -35,6 +35,9 @@ class Builtin:
 BUILTIN = {
     "scripted_lift": Builtin(ScriptedLift, "scripted", "scripted from state observations (cube and gripper "
                              "positions); not a learned policy", ("robosuite",)),
+    "scripted_pick_place": Builtin(ScriptedPickPlace, "scripted", "scripted from state observations (object, basket "
+                                   "and gripper positions) for LIBERO-Object's pick-and-place tasks; not a learned "
+                                   "policy", ("libero",)),
     "zero_action": Builtin(ZeroAction, "stand-in", "stand-in: an all-zero action every step, no learned policy; "
                            "a floor, not a reproduction of the paper", ("robosuite", "libero")),
 }

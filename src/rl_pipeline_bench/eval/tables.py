@@ -5,7 +5,10 @@ Success rates are in percent, like the paper's; mean and sample std over runs.
 `data/paper_reference.yaml`, source named there) beside the measured rows, and the
 difference measured − paper for every pair that shares a column. A measured row's
 label says what kind of policy it is (a stand-in, scripted, a checkpoint) and where
-its protocol falls short of the paper's (fewer tasks, scenarios, runs or steps).
+its protocol falls short of the paper's (fewer tasks, scenarios, runs or steps); the
+difference is given only for a checkpoint under the paper's full protocol (a
+stand-in's, a scripted policy's or a two-episode rate minus the paper's measures
+nothing).
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ def paper_comparison(summaries: list[dict]) -> pd.DataFrame:
             if s["benchmark"] != bench:
                 continue
             label = measured_label(s)
+            comparable = policy_role(s) in (None, "checkpoint") and not protocol_cuts(s)
             measured = measured_columns(s)
             for c in cols:
                 if c not in measured:
@@ -121,7 +125,7 @@ def paper_comparison(summaries: list[dict]) -> pd.DataFrame:
                              "success_pct": _pct(m["success_rate_mean"]), "success_pct_std": _pct(m["success_rate_std"]),
                              "runs": m["runs"], "source": s["_path"]})
                 for name, values in ref[bench]["rows"].items():
-                    if c in values:
+                    if comparable and c in values:
                         rows.append({"benchmark": bench, "row": f"{label} − {name}", "kind": "difference",
                                      "column": c, "success_pct": _pct(m["success_rate_mean"]) - float(values[c]),
                                      "success_pct_std": None, "runs": m["runs"], "source": "measured − paper"})

@@ -4,14 +4,25 @@
 # completed from the backend registry (rl_pipeline_bench.settings.config.validate_config).
 # Newcomer: `uv run snakemake --cores 1 reports/comparison.html` (README.md).
 
+import logging
+import os
 import time
 
 from snakemake.utils import min_version
+
+from rl_pipeline_bench.runs.terminal import interrupt_summary, quiet_terminal
 
 min_version("9.0")
 
 #: When this invocation started: onsuccess names only the reports it wrote.
 STARTED = time.time()
+
+# The terminal and every job log carry the pipeline's own progress lines, not library progress bars.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+# The terminal without the scheduler's bookkeeping and, after Ctrl-C, without an error block per
+# stopped job: onerror says what ran (rl_pipeline_bench.runs.terminal). The log file keeps everything.
+INTERRUPT = quiet_terminal(logging.getLogger("snakemake.logging"))
 
 
 configfile: "config.yaml"
@@ -28,6 +39,7 @@ include: "rules/eval.smk"
 include: "rules/probes.smk"
 include: "rules/report.smk"
 include: "rules/tracking.smk"
+include: "rules/readiness.smk"
 
 
 # Light rules run where Snakemake runs, also under a cluster executor
@@ -55,3 +67,10 @@ onsuccess:
                if os.path.exists(path) and os.path.getmtime(path) >= STARTED]
     for path in written:
         print(f"Report written: {path}", file=sys.stderr)
+
+
+onerror:
+    import sys
+
+    if INTERRUPT.interrupted:
+        print(interrupt_summary(STARTED), file=sys.stderr)

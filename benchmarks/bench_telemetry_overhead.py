@@ -50,7 +50,7 @@ def _config_with_telemetry(config: dict, enabled: bool, out: Path) -> Path:
 
 def _one_run(args, suite, cfg_path: Path, evidence_root: Path, tag: str) -> dict:
     bench = [sys.executable, "-m", "rl_pipeline_bench.cli"]
-    cmd = [*bench, "run", "--config", str(cfg_path), "--suite", suite.name, "--backend", args.backend,
+    cmd = [*bench, "run", "--configfile", str(cfg_path), "--suite", suite.name, "--backend", args.backend,
            "--workload", args.workload, "--evidence-root", str(evidence_root)]
     if suite["gpus"]:
         cmd = lease_command(suite.get("gpu_sets") or [], suite["gpus"], f"overhead-{tag}",

@@ -75,32 +75,8 @@ _check_topology(RunSpec(SPECS[SPEC_ID]))
 
 
 def model_inputs(wildcards):
-    """rules/model.smk: a local model's build inputs; before a hub model is downloaded, the machine checks."""
-    params = model_rule_params(config, wildcards.model)
-    if params["source"] == "hub":
-        check_before_download(wildcards.model, params)
-    return params["inputs"]
-
-
-def check_before_download(model, params):
-    """Stop, at DAG time, before a hub snapshot is downloaded for a suite this machine cannot run.
-
-    Runs only when the download would happen (no identity record, the pinned revision not
-    in HF_HOME); rl_pipeline_bench.runs.readiness lists every missing GPU, engine, Hub or disk.
-    The GPU check follows the executor: NVML here, `sinfo` under --profile profiles/slurm.
-    """
-    from rl_pipeline_bench.runs.readiness import NotReady, check_before_download as _check
-    from rl_pipeline_bench.models.snapshots import snapshot_dir
-
-    if paths.model_record(model).exists() or snapshot_dir(
-            params["hf_home"], params["repo_id"], params["revision"]).is_dir():
-        return
-    suite = SUITE if SUITE["model"] == model else {}
-    executor = workflow.executor_plugin.name if workflow.executor_plugin is not None else "local"
-    try:
-        _check(SUITE.name if suite else f"(none: model {model} alone)", suite, params, params["hf_home"], executor)
-    except NotReady as exc:
-        raise WorkflowError(str(exc))
+    """rules/model.smk: a local model's build inputs (a hub model's download waits for rules/readiness.smk)."""
+    return model_rule_params(config, wildcards.model)["inputs"]
 
 
 def spec_file(spec_id):

@@ -19,8 +19,10 @@ from rl_pipeline_bench.settings.config import load_config
 from rl_pipeline_bench.paths import CONFIG_PATH
 
 #: Markers of the slow tier (registered in pyproject.toml): real benchmark and pipeline runs,
-#: SLURM, container images, the framework venv, a browser, LaTeX, a real MLflow server.
-SLOW_MARKERS = ("e2e", "cluster", "podman", "frameworks", "browser", "tex", "server")
+#: SLURM, container images, the framework venv, a browser, LaTeX, a real MLflow server, any
+#: Snakemake start and any system tool. What is left, the everyday tier, is pure Python and
+#: passes on a machine with only `uv sync`.
+SLOW_MARKERS = ("e2e", "cluster", "podman", "frameworks", "browser", "tex", "server", "workflow", "tool")
 
 
 def pytest_addoption(parser):

@@ -55,7 +55,7 @@ def backend_mentions(path: Path, name: str, root: Path = ROOT) -> list[str]:
     """Where `path`'s code names backend `name`: string literals (not docstrings), identifiers, flags."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docs = _docstrings(tree)
-    word = re.compile(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])")
+    word = re.compile(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", re.IGNORECASE)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
@@ -89,11 +89,13 @@ def test_the_embedded_backends_section_is_not_read_by_name():
 
 
 def test_the_scan_finds_a_planted_backend_name(tmp_path):
-    """The check is not blind: a literal, an identifier and a flag naming a backend are each found."""
+    """The check is not blind: a literal, an identifier and a flag naming a backend are each found, in any case."""
     planted = tmp_path / "planted.py"
     planted.write_text('"""skyrl in a docstring is fine."""\n'
                        'if backend == "skyrl":\n    pass\n'
                        'def skyrl_compat_env(env):\n    return env\n'
-                       'FLAG = "--skyrl-cuda-compat"\n')
+                       'FLAG = "--skyrl-cuda-compat"\n'
+                       'VARS = {"RL_BENCH_SKYRL_SOURCE": "the SkyRL tree"}\n')
     found = sorted(m.split(": ", 1)[1] for m in backend_mentions(planted, "skyrl", root=tmp_path))
-    assert found == sorted(["string 'skyrl'", "identifier skyrl_compat_env", "string '--skyrl-cuda-compat'"])
+    assert found == sorted(["string 'skyrl'", "identifier skyrl_compat_env", "string '--skyrl-cuda-compat'",
+                            "string 'RL_BENCH_SKYRL_SOURCE'", "string 'the SkyRL tree'"])

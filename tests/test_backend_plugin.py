@@ -21,6 +21,7 @@ import pytest
 import yaml
 from workflow_copy import copy_repo, scheduled_jobs, snakemake, workflow_env
 
+from rl_pipeline_bench import backends
 from rl_pipeline_bench.provenance import recipes as provenance
 from rl_pipeline_bench.paths import ROOT
 
@@ -28,6 +29,8 @@ from rl_pipeline_bench.paths import ROOT
 pytestmark = pytest.mark.e2e
 
 FIXTURE = Path(__file__).parent / "fixtures" / "toy_backend"
+#: The backends of the real tree (the registry's list, so adding one changes no assertion here).
+REGISTERED = backends.names()
 TOY_SUITE = {
     "description": "Toy backend added as a plugin (test).",
     "backends": ["toy"],
@@ -84,7 +87,7 @@ def _spec_id(repo: Path) -> str:
 
 
 def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
-    assert provenance.recipe_manifest(toy_repo).keys() == {"art", "reference", "skyrl", "toy"}
+    assert provenance.recipe_manifest(toy_repo).keys() == {*REGISTERED, "toy"}
     # Adding a backend changes no other backend's recipe.
     before = provenance.recipe_manifest(ROOT)
     after = provenance.recipe_manifest(toy_repo)
@@ -96,8 +99,9 @@ def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
 
     schema = json.loads(_bench(toy_repo, "schema").stdout)
     suite = schema["properties"]["suites"]["additionalProperties"]
-    assert suite["properties"]["backends"]["items"]["enum"] == ["art", "reference", "skyrl", "toy"]
-    assert "toy_delay_s" in suite["properties"] and "skyrl_batch_size" in suite["properties"]
+    assert suite["properties"]["backends"]["items"]["enum"] == sorted([*REGISTERED, "toy"])
+    # Its suite key sits beside every registered backend's own.
+    assert {"toy_delay_s", *(k for b in backends.registered() for k in b.suite_schema)} <= set(suite["properties"])
     assert "toy" in schema["required"] and schema["properties"]["toy"]["required"] == ["served_by"]
     recipe = _bench(toy_repo, "provenance", "recipe", "--backend", "toy")  # CLI choices come from the registry
     assert recipe.returncode == 0, recipe.stderr
@@ -120,7 +124,7 @@ def test_registry_offers_the_added_backend_everywhere(toy_repo, tmp_path):
                         own_source=True)
     assert unknown.returncode != 0
     assert "'tyo' is not one of" in unknown.stdout + unknown.stderr
-    assert "allowed: art, reference, skyrl, toy" in unknown.stdout + unknown.stderr
+    assert f"allowed: {', '.join(sorted([*REGISTERED, 'toy']))}" in unknown.stdout + unknown.stderr
 
 
 def test_a_kubernetes_qualification_offers_the_added_backends_host_hook(toy_repo, tmp_path):

@@ -9,6 +9,7 @@ screenshot is saved under the test's output directory. CI installs the browser
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -109,8 +110,20 @@ _LAYOUT = """() => {
   const sections = Array.from(document.querySelectorAll('main > section')).map((s) => s.id);
   const headline = document.querySelector('#headline table');
   const ratio = document.querySelector('#headline h3 + p + table');
+  const visible = (el) => { const b = box(el); return b.right <= innerWidth && b.bottom <= innerHeight && b.left >= 0; };
+  // every headline number: its text, whether it carries its spread, whether it is on the first screen
+  const numbers = headline ? Array.from(headline.querySelectorAll('tbody td.rate')).map((td) => ({
+    text: td.innerText.replace(/\\s+/g, ' ').trim(), spread: /±/.test(td.innerText) && /CV|no spread/.test(td.innerText),
+    visible: visible(td)})) : [];
+  const notes = headline ? Array.from(headline.querySelectorAll('tbody td.notes')).map((td) => ({
+    text: td.innerText.replace(/\\s+/g, ' ').trim(), visible: visible(td)})) : [];
+  const ratios = ratio ? Array.from(ratio.querySelectorAll('tbody td.rate')).map((td) => ({
+    text: td.innerText.replace(/\\s+/g, ' ').trim(), interval: /\\[/.test(td.innerText),
+    verdict: /resolved/.test(td.innerText)})) : [];
   return {pageWidth: document.documentElement.scrollWidth, viewport: innerWidth, sections,
           headlineTableBottom: headline ? Math.round(box(headline).bottom + scrollY) : null,
+          headlineScrolls: headline ? headline.scrollWidth > headline.clientWidth + 1 : null,
+          numbers, notes, ratios,
           ratioTableTop: ratio ? Math.round(box(ratio).top + scrollY) : null,
           trialRows: rows('#trials tbody tr'), activityRows: rows('#activity tbody tr'),
           efficiencyRows: rows('#infrastructure h3 + p + table tbody tr'), words};
@@ -125,8 +138,17 @@ def _layout_problems(found: dict, viewport: dict, *, two_backends: bool) -> list
         problems.append(f"the report does not lead with the headline: {found['sections'][:3]}")
     if found["headlineTableBottom"] is None or found["headlineTableBottom"] > viewport["height"]:
         problems.append(f"headline table ends at {found['headlineTableBottom']} px, below the first screen")
+    if found["headlineScrolls"]:
+        problems.append("the headline table scrolls sideways")
+    if not found["numbers"]:
+        problems.append("no headline numbers")
+    problems += [f"headline number without its spread: {n['text']}" for n in found["numbers"] if not n["spread"]]
+    problems += [f"headline number off the first screen: {n['text']}" for n in found["numbers"] if not n["visible"]]
+    problems += [f"notes off the first screen: {n['text']}" for n in found["notes"] if not n["visible"]]
     if two_backends and found["ratioTableTop"] is None:
         problems.append("no ratio table in the headline section")
+    problems += [f"ratio without interval and verdict: {r['text']}" for r in found["ratios"]
+                 if not (r["interval"] and r["verdict"])]
     for name in ("trialRows", "activityRows", "efficiencyRows"):
         tall = [h for h in found[name] if h > 150]
         if tall:
@@ -137,11 +159,21 @@ def _layout_problems(found: dict, viewport: dict, *, two_backends: bool) -> list
     return problems
 
 
-def _layout(context, html: Path, viewport: dict) -> dict:
+def _layout(context, html: Path, viewport: dict, shot: Path | None = None) -> dict:
+    """The layout facts of `html` at `viewport`; with `shot`, the first screen saved there as PNG
+    (and copied to $RL_BENCH_SCREENSHOTS, when set, for the docs)."""
     page = context.new_page()
     page.set_viewport_size(viewport)
     page.goto(html.as_uri(), wait_until="load")
     found = page.evaluate(_LAYOUT)
+    if shot is not None:
+        page.screenshot(path=str(shot))  # the viewport: what a reader sees before scrolling
+        png = shot.read_bytes()
+        assert png.startswith(b"\x89PNG") and int.from_bytes(png[16:20], "big") == viewport["width"]
+        if os.environ.get("RL_BENCH_SCREENSHOTS"):
+            dest = Path(os.environ["RL_BENCH_SCREENSHOTS"])
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shot, dest / shot.name)
     page.close()
     return found
 
@@ -171,20 +203,26 @@ def two_trial_report(tmp_path_factory, fresh_config):
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=lambda v: f"{v['width']}x{v['height']}")
-def test_two_trial_report_layout(two_trial_report, browser_context, viewport):
-    """The answer on the first screen (headline table, then the ratio with its interval); noise
-    warnings readable (no word-per-line column, no 400 px rows); the page no wider than the window."""
-    found = _layout(browser_context, two_trial_report, viewport)
+def test_two_trial_report_layout(two_trial_report, browser_context, viewport, tmp_path):
+    """The answer on the first screen (every headline number with its spread, the notes beside
+    it, then the ratio with its interval and verdict); noise warnings readable (no word-per-line
+    column, no 400 px rows); the page no wider than the window."""
+    found = _layout(browser_context, two_trial_report, viewport, tmp_path / f"two-trials-{viewport['width']}.png")
     assert _layout_problems(found, viewport, two_backends=True) == [], found
+    assert len(found["numbers"]) == 3 * 4 and all("2 trials (< 3): spread unreliable" in n["text"]
+                                                  for n in found["notes"]), found["notes"]
+    assert all("not resolved" in r["text"] for r in found["ratios"]), found["ratios"]
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=lambda v: f"{v['width']}x{v['height']}")
-def test_smoke_report_layout(smoke_workdir, browser_context, viewport):
-    """The smoke run's report (one backend, Infrastructure section): the same layout rules, and the
-    trainer FLOPs caveats said once under their table, not in every row."""
+def test_smoke_report_layout(smoke_workdir, browser_context, viewport, tmp_path):
+    """The smoke run's report (one backend, one trial, Infrastructure section): the same layout rules,
+    each number saying it has no spread, and the trainer FLOPs caveats said once under their table."""
     html = smoke_workdir / "reports" / "comparison.html"
-    found = _layout(browser_context, html, viewport)
+    found = _layout(browser_context, html, viewport, tmp_path / f"report-first-screen-{viewport['width']}.png")
     assert _layout_problems(found, viewport, two_backends=False) == [], found
+    assert len(found["numbers"]) == 3 * len(WORKLOADS) and all("± ?" in n["text"] for n in found["numbers"])
+    assert all("1 trial (< 3): no spread" in n["text"] for n in found["notes"]), found["notes"]
     text = html.read_text(encoding="utf-8")
     assert text.count("LoRA: frozen base weights cost") == 1 and text.count("Every estimate above:") == 1
     assert "paper: " not in text  # no LIBERO/RoboTwin reference rows without such an evaluation

@@ -7,6 +7,8 @@ import importlib
 import subprocess
 import sys
 
+import pytest
+
 from rl_pipeline_bench import cli
 
 
@@ -42,6 +44,25 @@ def test_help_and_unknown_commands_list_every_command(capsys):
     assert "invalid choice" in err and all(name in err for name in cli.COMMAND_MODULES)
 
 
+def _command_paths(parser: argparse.ArgumentParser, path: tuple = ()):
+    """Every command and action of the parser tree, as the words a user types before --help."""
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _command_paths(sub, (*path, name))
+
+
+@pytest.mark.parametrize("words", [" ".join(p) for p in _command_paths(cli.build_parser()) if p])
+def test_every_command_has_help(words, capsys):
+    """`bench write-plan --help` once crashed (a Path given as help text); every command's help is asked here."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*words.split(), "--help"])
+    out = capsys.readouterr()
+    assert exc.value.code == 0, out.err
+    assert out.out.startswith(f"usage: bench {words}") and not out.err, out
+
+
 def test_seed_one_liner_names_still_import():
     from rl_pipeline_bench.cli import ROOT, recipe_manifest, source_manifest  # noqa: F401
 
@@ -56,7 +77,6 @@ import signal  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import pytest  # noqa: E402
 
 BENCH = str(Path(sys.executable).parent / "bench")
 
@@ -115,9 +135,9 @@ def test_debug_adds_the_traceback(bad_inputs):
 
 
 def test_a_usage_error_is_not_redacted(tmp_path):
-    proc = _bench(["plan", "--set", "nonsense"], tmp_path)
+    proc = _bench(["plan", "--config", "nonsense"], tmp_path)
     assert proc.returncode == 2 and "<redacted>" not in proc.stderr and "'nonsense'" in proc.stderr, proc.stderr
-    secret = _bench(["plan", "--set", "api_key=sk-" + "a" * 30, "--set", "x"], tmp_path)
+    secret = _bench(["plan", "--config", "api_key=sk-" + "a" * 30, "x"], tmp_path)
     assert "sk-aaaa" not in secret.stderr  # values shaped like secrets are still scrubbed
 
 
@@ -133,7 +153,10 @@ def test_ctrl_c_is_exit_130_without_traceback(tmp_path):
     code = ("import sys, time; from rl_pipeline_bench import cli; import rl_pipeline_bench.commands.schema as s\n"
             "def slow(args):\n    print('ready', flush=True); time.sleep(60)\n"
             "s.cmd_schema = slow\nsys.exit(cli.main(['schema']))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A pytest started with SIGINT ignored (nohup, `&` in a script, some CI runners) passes that on, and
+    # Python then installs no KeyboardInterrupt handler: the child gets the terminal's default, as a user's shell gives.
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -143,7 +166,7 @@ def test_ctrl_c_is_exit_130_without_traceback(tmp_path):
 @pytest.mark.parametrize("args", [["spec", "check", "fifo"], ["plan", "--spec", "fifo"],
                                   ["attempts", "list", "--index", "fifo"], ["summarize-run", "fifo", "-o", "o.json"],
                                   ["report", "--summaries", "fifo", "--plans", "p", "--suite", "smoke"],
-                                  ["plan", "--config", "fifo"]],
+                                  ["plan", "--configfile", "fifo"]],
                          ids=["spec-check", "plan-spec", "attempts-list", "summarize-run", "report", "plan-config"])
 def test_a_fifo_is_refused_not_read(tmp_path, args):
     """Reading a FIFO nobody writes blocks forever; every reader refuses one by name."""

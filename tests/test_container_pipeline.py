@@ -140,7 +140,7 @@ def test_the_leased_gpus_go_into_the_container_as_device_requests(container_work
     lock_dir = tmp_path / "locks"
     evidence_root, index = tmp_path / "evidence", tmp_path / "attempts.jsonl"
     model_record = next(container_workdir.glob("results/models/*.json"))
-    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--config", str(config_file), "--suite", "container_gpu",
+    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--configfile", str(config_file), "--suite", "container_gpu",
            "--backend", "reference", "--workload", WORKLOAD, "--model-record", str(model_record),
            "--image-record", str(container_workdir / "results/images/reference.json"),
            "--evidence-root", str(evidence_root), "--attempts-index", str(index)]

@@ -11,9 +11,9 @@ prose; they are not commands to type). `HOW` classifies each one:
   profile are parsed and the jobs planned, nothing executed (a dry run is faithful for
   what breaks as written: argument order, unknown targets, config errors);
 - `refused`: a suite this machine cannot run (GPUs, a container engine, the Hub): run
-  as a dry run, it must get as far as the workflow's readiness check and stop there with
-  its one message naming what is missing (so its arguments parse as written) — never a
-  usage error or a traceback of its own;
+  as written, it must get as far as the workflow's readiness check (before the first job)
+  and stop there with its one block naming what is missing (so its arguments parse as
+  written), exit 1 — never a usage error or a traceback of its own;
 - `elsewhere`: run for real by the named test;
 - `skip`: not runnable on a CPU machine without a cluster, or not meant to be run by a
   test, with the reason.
@@ -53,8 +53,6 @@ HOW: dict[str, tuple[str, str]] = {
     "uv run pytest": ("skip", "the test suite itself"),
     "uv run pytest --fast": ("skip", "the test suite itself (its fast tier)"),
     "uv run pytest --slow": ("skip", "the test suite itself (its slow tier)"),
-    "bash -c 'time (.venv/bin/python -m pytest --fast --durations=15 -q)'": (
-        "skip", "the test suite itself, timed (README, Development)"),
     "uv run bench plan --suite smoke": ("run", ""),
     "uv run bench plan --configfile my.yaml": ("run", "my.yaml: a smoke override this test writes"),
     "uv run snakemake --cores 1 reports/comparison.html --configfile my.yaml": ("dry", ""),
@@ -117,7 +115,6 @@ HOW: dict[str, tuple[str, str]] = {
         "refused", "needs four H200s, Docker and the Hub"),
     "uv run bench run --suite smoke": ("dry", "the smoke suite runs for real as the session's smoke run"),
     "bash .ci/setup_frameworks.sh": ("skip", "builds the framework venv (minutes; .ci/run)"),
-    "uv run pytest tests/frameworks": ("skip", "needs the framework venv of .ci/setup_frameworks.sh"),
     "uv run pytest tests/frameworks/test_in_framework_env.py -s": (
         "skip", "needs the framework venv of .ci/setup_frameworks.sh"),
     # README: evaluation
@@ -138,24 +135,21 @@ HOW: dict[str, tuple[str, str]] = {
     "eval_checkpoints_dir=/ckpt/libero10-rl "
     "eval_policy_entry_point=my_pkg.openvla:load": ("skip", "placeholders: a user's checkpoints and their loader"),
     "uv run python benchmarks/bench_eval_throughput.py": (
-        "skip", "a benchmark (real LIBERO episodes, about a minute), not a test; docs/evaluation-2026-12-04.md"),
+        "skip", "a benchmark (real LIBERO episodes, about a minute), not a test; docs/measurements.md"),
     "uv run python benchmarks/bench_eval_throughput.py --cores 8 64": ("skip", "the same benchmark"),
     "uv run pytest -m \"\" tests/test_eval_libero_smoke.py": ("skip", "a test of the slow tier itself"),
     "uv run bench eval checkpoints /ckpt/libero10-rl": ("skip", "placeholder: a user's training directory"),
     # README: probes, MLflow, development
     "uv run snakemake --cores 1 probes": ("dry", ""),
     "uv run bench plan": ("run", ""),
-    "uv sync --extra mlflow": ("skip", "changes the environment these tests run in"),
     "uv run bench mlflow export": ("run", ""),
     "uv run snakemake --cores 1 results/mlflow/exported-smoke.json --config eval_suite=smoke": ("dry", ""),
     "uv run snakemake --cores 1 results/mlflow/exported-smoke.json --config mlflow_uri=http://127.0.0.1:5000": (
         "dry", "the server is checked when the export runs (tests/test_mlflow_export.py starts one)"),
     "python: MlflowClient query": ("run", "after `bench mlflow export` in the same copy"),
-    "CI=true bash .ci/run": ("skip", "CI itself: installs system packages as root and runs this suite"),
     "uv run snakemake --lint": ("elsewhere", "test_lint_finds_only_the_documented_kind below"),
     "uv run lint-imports": ("run", ""),
     "uv sync --frozen --compile-bytecode --extra eval --extra mlflow": ("skip", "the environment these tests run in"),
-    "bash .ci/run": ("skip", "CI itself"),
     # docs/
     "uv run --isolated --extra megatron": ("skip", "SkyRL's own scripts' invocation, quoted, not ours"),
     "uv run snakemake --cores 1 reports/comparison.html --config suite=comparison": (
@@ -169,6 +163,17 @@ HOW: dict[str, tuple[str, str]] = {
     "rm -f results/probes/smoke-*/storage.json": (
         "skip", "a delete-and-ask-again recipe (issue 21 item 1's recipe tests)"),
     "uv run bench plan [--suite NAME] [--configfile FILE ...]": ("skip", "a synopsis, not a command"),
+    # README: settings, the report; docs/workflow.md, docs/mlflow.md
+    "uv run bench plan --config 'suites={smoke: {trials: 3}}'": ("run", ""),
+    "uv run snakemake --cores 1 reports/comparison.html --config 'suites={smoke: {trials: 3}}'": (
+        "dry", "three trials of the smoke suite: minutes; the nested value is typed (tests/test_config.py)"),
+    "uv run bench report": ("run", "re-renders the copy's report from its records on disk"),
+    "uv run snakemake --cores 1 reports/comparison.html --config 'suites={smoke: {trials: 2}}'": (
+        "dry", "the measured first run (docs/measurements.md): minutes"),
+    "uv sync": ("skip", "the words in prose, not a command"),
+    "uv sync --extra mlflow --extra eval": ("skip", "changes the environment these tests run in"),
+    "uv run snakemake -n reports/comparison.html --config suite=comparison": (
+        "run", "a dry run itself: it must plan the comparison suite on this machine without GPUs"),
 }
 
 #: Placeholders a runnable command may hold, and what this test puts in their place.
@@ -192,7 +197,7 @@ def _commands(text: str):
             if cmd and not cmd.startswith("#"):
                 yield line0 + k, "bash", " ".join(cmd.split()), f"block@{line0}"
     prose = list(text)
-    for start, end in fenced:
+    for start, end in (m.span() for m in FENCE.finditer(text)):  # output samples, too: no commands in them
         prose[start:end] = [" "] * (end - start)
     prose = "".join(prose)
     for m in INLINE.finditer(prose):
@@ -220,7 +225,7 @@ def _shell(cmd: str, mode: str) -> str:
     for k, v in SUBSTITUTE.items():
         cmd = re.sub(rf"\b{k}\b", v, cmd)
     cmd = re.sub(r"(^|\s|\$\()uv run ", r"\1", cmd)
-    if mode in ("dry", "refused"):
+    if mode == "dry":
         if re.match(r"(\S+=\S+ )*bench run\b", cmd):
             cmd += " --dry-run"  # bench run's workflow forms: Snakemake's -n
         else:
@@ -263,7 +268,8 @@ def test_docs_commands_run(docs_copy):
         ran += len(cmds)
         out = proc.stdout + proc.stderr
         if key.endswith("(refused)"):
-            if proc.returncode == 0 or "cannot run on this machine" not in out:
+            if proc.returncode != 1 or "cannot run on this machine; nothing was started:" not in out \
+                    or "Traceback" in out:
                 failures.append(f"{key}: not stopped by the readiness check (exit {proc.returncode})\n{out[-1500:]}")
             continue
         if proc.returncode != 0:
@@ -276,9 +282,10 @@ def test_docs_commands_run(docs_copy):
 
 @pytest.mark.e2e
 def test_readme_mlflow_query_runs_after_export(docs_copy):
-    """The README's Python query against the store `bench mlflow export` made in the copy."""
+    """The documented Python query (docs/mlflow.md) against the store `bench mlflow export` made in the copy."""
     pytest.importorskip("mlflow")
-    block = next(m.group(2) for m in FENCE.finditer((ROOT / "README.md").read_text()) if "MlflowClient" in m.group(2))
+    block = next(m.group(2) for m in FENCE.finditer((ROOT / "docs" / "mlflow.md").read_text())
+                 if "MlflowClient" in m.group(2))
     env = workflow_env(docs_copy)
     subprocess.run(["bench", "mlflow", "export"], cwd=docs_copy, env=env, check=True, capture_output=True)
     proc = subprocess.run([sys.executable, "-c", block], cwd=docs_copy, env=env, capture_output=True, text=True)
@@ -288,9 +295,10 @@ def test_readme_mlflow_query_runs_after_export(docs_copy):
 LINT_ALLOWED = "Specify a conda environment or container for each rule."
 
 
+@pytest.mark.workflow
 def test_lint_finds_only_the_documented_kind(tmp_path):
-    """`snakemake --lint` as the README says: exit 1, one finding per rule that runs a command, all
-    of the one kind the README explains; no other finding, no error."""
+    """`snakemake --lint` as docs/development.md says: exit 1, one finding per rule that runs a command,
+    all of the one kind it explains; no other finding, no error."""
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--lint", "--cores", "1"], cwd=ROOT,
                           env=workflow_env(ROOT), capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
@@ -299,5 +307,5 @@ def test_lint_finds_only_the_documented_kind(tmp_path):
     assert findings and set(findings) == {LINT_ALLOWED}, sorted(set(findings))
     assert len(findings) == out.count("Lints for rule "), out[-2000:]
     assert not re.search(r"Traceback|Error|Exception", out), out[-2000:]
-    readme = (ROOT / "README.md").read_text()
-    assert f"`{LINT_ALLOWED}`" in readme.replace("\n  ", " ")
+    doc = " ".join((ROOT / "docs" / "development.md").read_text().split())
+    assert f"`{LINT_ALLOWED}`" in doc

@@ -97,7 +97,7 @@ def test_smoke_evaluation_writes_evidence_and_summary(evaluated):
 
 
 def test_deleted_eval_json_is_evaluated_again_when_the_summary_is_asked_for(evaluated):
-    """README, Task-quality evaluation: delete a run's eval.json, then the same command evaluates that run
+    """docs/evaluation.md: delete a run's eval.json, then the same command evaluates that run
     again (fresh evidence, the old kept) and re-summarizes; the other run is not evaluated again."""
     workdir, ckpts = evaluated
     spec = eval_spec.resolve(load_config(workdir / "config.yaml"), "smoke")

@@ -17,7 +17,15 @@ from rl_pipeline_bench.settings.spec import build_spec, check_spec
 from rl_pipeline_bench.backends.framework.support import SupportError, refuse_gaps
 
 
-@pytest.mark.parametrize("backend, framework", [("art", "openpipe-art"), ("skyrl", "skyrl")])
+#: (backend, framework distribution) of every registered framework backend.
+FRAMEWORKS = [(b.name, b.framework) for b in backends.registered() if b.framework]
+
+
+def test_the_framework_backends_are_registered():
+    assert {("art", "openpipe-art"), ("skyrl", "skyrl")} <= set(FRAMEWORKS)
+
+
+@pytest.mark.parametrize("backend, framework", FRAMEWORKS)
 def test_preflight_refuses_a_framework_that_is_not_there(backend, framework):
     proc = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "preflight", "--suite", "comparison",
                            "--backend", backend, "--runtime", "native"],
@@ -28,7 +36,7 @@ def test_preflight_refuses_a_framework_that_is_not_there(backend, framework):
 
 def test_framework_backends_describe_what_preflight_asks(config):
     spec = check_spec(build_spec(config, "comparison"))
-    for name in ("art", "skyrl"):
+    for name, _ in FRAMEWORKS:
         native = backends.get(name).native_support(spec)
         assert native and isinstance(native, dict)
     assert backends.get("reference").native_support is None

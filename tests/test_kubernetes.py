@@ -405,6 +405,7 @@ def _profile_dry_run(tmp_path: Path, **env_vars: str) -> subprocess.CompletedPro
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.workflow
 def test_kubernetes_profile_refuses_an_image_without_digest(tmp_path):
     proc = _profile_dry_run(tmp_path)
     assert proc.returncode != 0 and "set RL_BENCH_K8S_IMAGE" in proc.stderr
@@ -413,6 +414,7 @@ def test_kubernetes_profile_refuses_an_image_without_digest(tmp_path):
     assert proc.returncode != 0 and "names no digest" in proc.stderr
 
 
+@pytest.mark.workflow
 def test_kubernetes_profile_options_exist_in_the_installed_plugins(tmp_path):
     """Every profile key is accepted by Snakemake, the kubernetes executor and the S3 storage plugin:
     the dry run gets past argument parsing to the storage provider, which here has no endpoint."""

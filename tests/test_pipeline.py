@@ -73,14 +73,17 @@ def test_asking_again_has_nothing_to_do(smoke_workdir):
 
 
 def test_terminal_shows_each_update_short_lines_and_where_the_report_is(smoke_terminal):
-    """README, Quick start: one line per job, one per completed update of each run, the report's path last."""
+    """docs/workflow.md, What the terminal shows: one line per job, one per completed update of each run
+    (the last with its rates), no scheduler bookkeeping, the report's path last."""
     lines = smoke_terminal.splitlines()
     for w in WORKLOADS:
         mine = [line for line in lines if line.startswith(f"{PROGRESS} reference {w} trial1: ")]
         updates = [int(line.split(": update ")[1].split("/")[0]) for line in mine if ": update " in line]
         assert updates == list(range(1, 21)), mine
-        assert "started, 20 updates" in mine[0] and "completed in" in mine[-1]
+        assert "started, 20 updates" in mine[0] and "completed in" in mine[-1] and "trajectories/s" in mine[-1]
     assert "Shell command" not in smoke_terminal
+    for bookkeeping in ("Select jobs to execute", "Execute 1 jobs", "Write-protecting", "%|"):
+        assert bookkeeping not in smoke_terminal, bookkeeping
     assert max(len(line) for line in lines) <= 200, max(lines, key=len)
     assert "Job 0: render reports/comparison.html" in smoke_terminal
     assert [line for line in lines if line.startswith("Report written:")] == ["Report written: reports/comparison.html"]
@@ -117,7 +120,7 @@ def test_leased_run_without_nvml_records_why_and_completes(smoke_workdir, tmp_pa
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
     inventory = write_inventory(tmp_path / "inventory.json", [gpu(0)])
-    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--config", str(config_path), "--backend", "reference",
+    run = [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--configfile", str(config_path), "--backend", "reference",
            "--workload", "tool_history", "--evidence-root", str(tmp_path / "evidence")]
     env = dict(lease_env(inventory, tmp_path / "locks"), RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(lease_argv("0", 1, "telemetry-no-nvml", run), cwd=smoke_workdir, env=env,
@@ -201,7 +204,7 @@ def test_deleting_run_json_reruns_and_keeps_old_evidence(smoke_workdir):
     run_json = smoke_workdir / f"results/runs/{smoke_spec(smoke_workdir)}/reference/multi_turn/trial1/run.json"
     old = json.loads(run_json.read_text())
     run_json.unlink()
-    # README, "Re-running a benchmark": ask for the run.json together with the report.
+    # docs/workflow.md, "Re-running a benchmark": ask for the run.json together with the report.
     proc = snakemake(smoke_workdir, str(run_json.relative_to(smoke_workdir)), "reports/comparison.html")
     assert proc.returncode == 0
     assert "run_benchmark" in _jobs(proc) and "summarize_run" in _jobs(proc) and "render_report" in _jobs(proc)
@@ -288,7 +291,7 @@ def test_forced_run_never_replaces_a_run_record(smoke_workdir):
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "tool_history",
-         "--config", str(smoke_workdir / "config.yaml"), "--suite", "smoke", "--run-json", str(run_json),
+         "--configfile", str(smoke_workdir / "config.yaml"), "--suite", "smoke", "--run-json", str(run_json),
          "--evidence-root", str(smoke_workdir / "results/evidence")],
         cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -311,7 +314,7 @@ def test_failed_run_keeps_evidence_and_report_lists_it(smoke_workdir):
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "multi_turn",
-         "--config", str(smoke_workdir / "config.yaml"), "--model-record", str(broken_record),
+         "--configfile", str(smoke_workdir / "config.yaml"), "--model-record", str(broken_record),
          "--evidence-root", str(smoke_workdir / "results/evidence")],
         cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -344,7 +347,7 @@ def test_planted_secrets_are_written_nowhere(smoke_workdir):
     env = dict(os.environ, **PLANTED_SECRETS, RL_BENCH_ROOT=str(smoke_workdir))
     proc = subprocess.run(
         [sys.executable, "-m", "rl_pipeline_bench.cli", "run", "--backend", "reference", "--workload", "tool_history",
-         "--config", str(smoke_workdir / "config.yaml"), "--set", f"hf_cache={set_token}",
+         "--configfile", str(smoke_workdir / "config.yaml"), "--config", f"hf_cache={set_token}",
          "--model-record", str(smoke_workdir / "results/models/reference-tiny-qwen3moe.json"),
          "--evidence-root", str(smoke_workdir / "results/evidence-planted")],
         cwd=smoke_workdir, env=env, capture_output=True, text=True, timeout=600,

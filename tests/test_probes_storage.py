@@ -1,7 +1,7 @@
 """Storage probe: fio's JSON (real output of fio 3.33 on the development machine), a live fio run,
 the O_DIRECT fallback in Python, and directories that cannot take the probe.
 
-fio is a Debian package that .ci/setup_fio.sh installs; the live fio test fails without it.
+fio is a Debian package that .ci/setup_fio.sh installs; the live fio test (tier `tool`) skips without it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from system_tools import require_tool
 
 from rl_pipeline_bench.probes import direct_io
 from rl_pipeline_bench.probes.fio import FioError, fio_command, fio_path, parse_fio_json
@@ -58,8 +59,10 @@ def _listing(d: Path) -> list[str]:
     return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 
 
+@pytest.mark.tool
 def test_live_fio_run_leaves_nothing_behind(tmp_path):
-    assert fio_path(), "fio is not installed; run .ci/setup_fio.sh (Debian package fio)"
+    require_tool("fio", "setup_fio.sh")
+    assert fio_path()
     record = run_storage_probe(tmp_path / "a" / "b", 8 * MiB, engine="fio", log=_quiet)
     assert record["engine"] == "fio" and record["size_bytes"] == 8 * MiB
     for d in ("write", "read"):
@@ -142,7 +145,7 @@ def test_bench_probe_storage_reads_its_settings_from_the_spec(config, tmp_path, 
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    assert bench(["probe", "storage", "--config", str(cfg), "--suite", "smoke", "--size-bytes", str(MiB),
+    assert bench(["probe", "storage", "--configfile", str(cfg), "--suite", "smoke", "--size-bytes", str(MiB),
                   "--output", str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["size_bytes"] == MiB and record["spec"]["overridden"] == ["size_bytes"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,8 @@ def test_hash_is_independent_of_order(tmp_path):
 
 def test_every_backend_has_a_complete_recipe():
     manifest = provenance.recipe_manifest(REPO)
-    assert set(manifest) == {"reference", "art", "skyrl"} == set(BACKENDS)
-    assert len(set(manifest.values())) == 3  # distinct recipes, distinct hashes
+    assert set(manifest) == set(BACKENDS) and {"reference", "art", "skyrl"} <= set(BACKENDS)
+    assert len(set(manifest.values())) == len(BACKENDS)  # distinct recipes, distinct hashes
     for b in BACKENDS:
         files = provenance.recipe_files(b, REPO)
         for name in ("setup.sh", "env.sh", "pins.env"):
@@ -144,7 +145,7 @@ def test_incomplete_recipe_names_missing_files(tmp_path):
     (root / "containers" / "framework.Dockerfile").unlink()
     with pytest.raises(ProvenanceError, match="skyrl.*missing containers/framework.Dockerfile"):
         provenance.recipe_record("skyrl", root)
-    with pytest.raises(ProvenanceError, match="unknown backend 'vllm' \\(registered backends: art, reference, skyrl\\)"):
+    with pytest.raises(ProvenanceError, match=re.escape(f"unknown backend 'vllm' (registered backends: {', '.join(BACKENDS)})")):
         provenance.recipe_files("vllm", root)
     (root / "containers" / "reference" / "env.sh").unlink()
     (root / "uv.lock").unlink()

@@ -1,4 +1,4 @@
-"""The machine checks before a hub model's download: everything missing in one message, nothing fetched.
+"""The machine checks before the first job: everything missing in one block, each with its fix; nothing started.
 
 This machine has no GPU and no Hub; the container engine is pointed at a socket that does
 not exist and the Hub at a closed local port, so the answers do not depend on what runs here.
@@ -24,13 +24,38 @@ COMPARISON = {"gpus": 4, "gpu_sets": ["0,1,2,3"], "runtime": "container"}
 UNREACHABLE = {"DOCKER_HOST": "unix:///nonexistent/rl-bench-test.sock", "HF_ENDPOINT": "http://127.0.0.1:9"}
 
 
-def _comparison(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def _snakemake(workdir: Path, suite: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     full_env = workflow_env(workdir, extra_env={**UNREACHABLE, **env})
     for name in ("RL_BENCH_GPU_INVENTORY", "HF_HUB_OFFLINE"):
         full_env.pop(name, None)
     return subprocess.run([sys.executable, "-m", "snakemake", "reports/comparison.html", *args,
-                           "--config", "suite=comparison"], cwd=workdir, env=full_env,
+                           "--config", f"suite={suite}"], cwd=workdir, env=full_env,
                           capture_output=True, text=True, timeout=600)
+
+
+def _comparison(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return _snakemake(workdir, "comparison", *args, **env)
+
+
+def _block(out: str, suite: str) -> list[str]:
+    """The readiness block: its heading once, then problem and fix lines, nothing else of Python's."""
+    heading = f"suite {suite} cannot run on this machine; nothing was started:"
+    assert out.count(heading) == 1 and "Traceback" not in out and "Exception" not in out, out[-3000:]
+    block = out.split(heading, 1)[1].strip("\n").splitlines()
+    assert block[-1] == "(`snakemake -n ...` still shows what would run.)", block
+    problems, fixes = block[:-1:2], block[1:-1:2]
+    assert all(p.startswith("  - ") for p in problems) and all(f.startswith("    fix: ") for f in fixes), block
+    return [p.strip() for p in problems]
+
+
+def _no_nvml() -> None:
+    from rl_pipeline_bench.host.gpus import InventoryError, query_inventory
+
+    try:
+        query_inventory({})
+        pytest.skip("this machine has NVML: the test is about one without GPUs")
+    except InventoryError:
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -44,39 +69,57 @@ def _assert_nothing_downloaded(workdir: Path) -> None:
     assert not (workdir / "logs/models/qwen3.5-35b-a3b.log").exists()  # the model job never started
 
 
-def test_comparison_without_gpu_engine_or_hub_stops_before_the_download(workdir):
-    from rl_pipeline_bench.host.gpus import InventoryError, query_inventory
-
-    try:
-        query_inventory({})
-        pytest.skip("this machine has NVML: the test is about one without GPUs")
-    except InventoryError:
-        pass
+@pytest.mark.workflow
+def test_comparison_without_gpu_engine_or_hub_stops_before_the_first_job(workdir):
+    _no_nvml()
     started = time.monotonic()
     proc = _comparison(workdir, "--cores", "1")
     elapsed = time.monotonic() - started
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
-    assert out.count("suite comparison cannot run on this machine, so Qwen/Qwen3.5-35B-A3B was not downloaded:") == 1
-    problems = [line.strip() for line in out.splitlines() if line.strip().startswith("- ")]
+    assert proc.returncode == 1
+    problems = _block(out, "comparison")
     assert [p.split(":")[0] for p in problems] == ["- no GPU", "- no container engine", "- no Hub"], out[-3000:]
     assert "NVML" in problems[0] and "DOCKER_HOST=unix:///nonexistent/rl-bench-test.sock" in problems[1]
-    assert "hf_cache=PATH" in problems[2]
-    assert "Job stats" not in out  # refused while the DAG was built: no job was scheduled
+    assert "hf_cache=PATH" in out.split(problems[2], 1)[1]  # the Hub's fix
+    assert not (workdir / "logs").exists() and not (workdir / "results/specs").exists()  # no job ran
     _assert_nothing_downloaded(workdir)
     assert elapsed < 120, elapsed
 
 
-def test_the_slurm_profile_checks_the_cluster_gpus_before_the_download(workdir):
+@pytest.mark.workflow
+@pytest.mark.parametrize("suite, problem", [("reference_gpu", "- no GPU"), ("smoke_container", "- no container engine")])
+def test_a_suite_this_machine_cannot_run_stops_before_its_first_job(tmp_path, suite, problem):
+    """reference_gpu used to fail at its first probe's lease; smoke_container after three probes, at the build."""
+    if suite == "reference_gpu":
+        _no_nvml()
+    workdir = copy_repo(tmp_path / "repo")
+    proc = _snakemake(workdir, suite, "--cores", "1")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and [p.split(":")[0] for p in _block(out, suite)] == [problem], out[-3000:]
+    assert not (workdir / "logs").exists() and not (workdir / "results/specs").exists()
+
+
+@pytest.mark.workflow
+def test_a_dry_run_plans_the_comparison_on_a_machine_without_gpus(workdir):
+    proc = _comparison(workdir, "-n")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "run_benchmark" in out and "This was a dry-run" in out and "cannot run on this machine" not in out
+    _assert_nothing_downloaded(workdir)
+
+
+@pytest.mark.workflow
+def test_the_slurm_profile_checks_the_cluster_gpus_before_the_first_job(workdir):
     proc = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True) \
         if shutil.which("sinfo") else None
     if proc is None or proc.returncode != 0 or "gpu" not in proc.stdout:
         pytest.skip("no SLURM cluster with gpu gres answers here (`sudo bash .ci/setup_slurm.sh`)")
     run = _comparison(workdir, "--profile", "profiles/slurm")
     out = run.stdout + run.stderr
-    assert run.returncode != 0
-    assert "- no SLURM node with 4 GPUs: the most GPU gres a node has (sinfo) is" in out, out[-3000:]
-    assert "- no container engine" in out and "- no Hub" in out and "- no GPU" not in out
+    assert run.returncode == 1
+    problems = _block(out, "comparison")
+    assert "- no SLURM node with 4 GPUs: the most GPU gres a node has (sinfo) is" in problems[0], out[-3000:]
+    assert [p.split(":")[0] for p in problems[1:]] == ["- no container engine", "- no Hub"]
     _assert_nothing_downloaded(workdir)
 
 
@@ -128,7 +171,7 @@ def test_the_gpu_kind_under_slurm_is_a_typed_gres(tmp_path, monkeypatch, gres, p
 def test_offline_without_the_snapshot_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (problem,) = readiness.snapshot_problems("Qwen/Qwen3.5-35B-A3B", "a" * 40, tmp_path / "hf")
-    assert problem.startswith("offline (HF_HUB_OFFLINE=1)") and "hf_cache=PATH" in problem
+    assert problem.startswith("offline (HF_HUB_OFFLINE=1)") and "hf_cache=PATH" in problem.fix
 
 
 def test_a_snapshot_larger_than_the_free_disk_is_refused(tmp_path, monkeypatch):

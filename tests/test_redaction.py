@@ -88,8 +88,8 @@ def test_every_planted_value_is_scrubbed_from_free_text(name):
 
 
 @pytest.mark.parametrize("text,kept", [
-    ("bench run --set hf_cache=ghp_Pl4ntedSetToken000000000000000019 --trial 1", "bench run --set hf_cache="),
-    ("bench run --set api_token=Pl4ntedSetToken0020 --trial 1", "--set api_token=<redacted> --trial 1"),
+    ("bench run --config hf_cache=ghp_Pl4ntedSetToken000000000000000019 --trial 1", "bench run --config hf_cache="),
+    ("bench run --config api_token=Pl4ntedSetToken0020 --trial 1", "--config api_token=<redacted> --trial 1"),
     ("train --token Pl4ntedFlagToken0021 --fast", "train --token <redacted> --fast"),
     ("train --password=Pl4ntedFlagPass0022", "train --password=<redacted>"),
     ("curl -H 'Authorization: token Pl4ntedGhHeader0023' x", "curl -H 'Authorization: "),
@@ -139,7 +139,7 @@ def test_secret_names():
 
 def test_config_error_does_not_echo_a_secret_set_value():
     token = f"ghp_{MARK}SetToken000000000000000031"
-    proc = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--set", f"seed={token}"],
+    proc = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--config", f"seed={token}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "config key 'seed'" in proc.stderr
     assert MARK not in proc.stderr, proc.stderr

@@ -24,7 +24,7 @@ from rl_pipeline_bench.records.timestamps import new_run_id
 from rl_pipeline_bench.models.lora import apply_lora, plan_lora
 from rl_pipeline_bench.models.reference import build_reference_snapshot
 from rl_pipeline_bench.settings.spec import build_spec, check_spec
-from rl_pipeline_bench.runs.runner import RunContext
+from rl_pipeline_bench.backends.context import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,7 +139,7 @@ def test_short_run_writes_evidence_v1(config, model_record, tmp_path):
     assert up["update"].tolist() == [1, 2, 3]
     assert up["completed_at"].is_monotonic_increasing and up["completed_at"].is_unique
     assert up["policy_version"].tolist() == [1, 2, 3]
-    assert (up["accepted_trajectories"] == ctx.spec.trajectories_per_update).all()
+    assert (up["accepted_trajectories"] == ctx.workload_spec.trajectories_per_update).all()
     calls = ev.calls
     assert len(calls) == len(ctx.plan)
     assert (calls["completion_tokens"] == calls["forced_completion_tokens"]).all()
@@ -175,7 +175,7 @@ def test_short_run_writes_evidence_v1(config, model_record, tmp_path):
     # calls in flight decode together across groups and updates, as an inference server batches them
     batch_sizes = calls.groupby("started_at").size()
     groups_per_batch = calls.groupby("started_at")[["update", "group"]].apply(lambda d: len(d.drop_duplicates()))
-    assert groups_per_batch.max() > 1 and batch_sizes.max() > ctx.spec.group_size
+    assert groups_per_batch.max() > 1 and batch_sizes.max() > ctx.workload_spec.group_size
     decode = manifest["reference"]["decode"]
     assert decode["loop"] == "eager" and decode["batches"] == len(batch_sizes) and decode["graph_failure"] is None
     assert manifest["reference"]["sampling"].endswith(SAMPLER)
@@ -193,7 +193,7 @@ def test_extra_offered_work_keeps_generation_going_and_is_never_accepted(config,
     assert ev.calls[ev.calls["update"] <= 3]["accepted"].all()
     summary = summarize(ctx.writer.path)
     assert summary["valid"], summary["reasons"]
-    assert summary["counts"]["accepted_trajectories"] == 3 * ctx.spec.trajectories_per_update
+    assert summary["counts"]["accepted_trajectories"] == 3 * ctx.workload_spec.trajectories_per_update
 
 
 def test_zero_policy_age_limit_makes_rollout_wait(config, model_record, tmp_path):

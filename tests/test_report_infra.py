@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evidence_fixtures import build_evidence
+from system_tools import require_tool
 from rl_pipeline_bench.contract.summary import summarize_to_file
 from rl_pipeline_bench.records.atomicfile import atomic_write_json
 from rl_pipeline_bench.probes.allreduce import ALLREDUCE_SCHEMA, sweep_rows
@@ -143,20 +144,29 @@ def test_run_infra_summary_refuses_a_run_of_another_spec(config, workspace, tmp_
     assert json.loads((tmp_path / "infra.json").read_text())["telemetry"]["status"] == "recorded"
 
 
-def test_paper_has_the_probe_tables_and_compiles(workspace, tmp_path):
-    """The paper's Infrastructure section: one LaTeX table per non-empty infra table; paper.pdf compiles."""
-    import shutil
+def _paper_sources(workspace, out: Path) -> Path:
+    from rl_pipeline_bench.report.paper import render_paper_sources
 
-    from rl_pipeline_bench.report.paper import TEX_INSTALL_HINT, compile_paper, render_paper_sources
-
-    render_paper_sources([workspace["summary"]], [], workspace["ws"] / "results" / "evidence", tmp_path / "src",
+    render_paper_sources([workspace["summary"]], [], workspace["ws"] / "results" / "evidence", out,
                          "smoke", run_infra_paths=workspace["infra"], probe_paths=workspace["probes"])
-    tex = (tmp_path / "src" / "paper.tex").read_text()
+    return out
+
+
+def test_paper_has_the_probe_tables(workspace, tmp_path):
+    """The paper's Infrastructure section: one LaTeX table per non-empty infra table."""
+    src = _paper_sources(workspace, tmp_path / "src")
+    tex = (src / "paper.tex").read_text()
     assert "\\section{Infrastructure}" in tex
     for name in ("allreduce", "allreduce_expectations", "storage", "telemetry", "targets"):
         assert f"\\input{{tables/infrastructure_{name}.tex}}" in tex, name
-    assert "nccl" in (tmp_path / "src" / "tables" / "infrastructure_allreduce.tex").read_text()
-    assert not (tmp_path / "src" / "tables" / "infrastructure_checkpoint.tex").exists()  # no checkpoint probe
-    if shutil.which("latexmk") is None:
-        pytest.fail(f"latexmk is not installed; {TEX_INSTALL_HINT}")
-    assert compile_paper(tmp_path / "src", tmp_path / "paper").read_bytes().startswith(b"%PDF-")
+    assert "nccl" in (src / "tables" / "infrastructure_allreduce.tex").read_text()
+    assert not (src / "tables" / "infrastructure_checkpoint.tex").exists()  # no checkpoint probe
+
+
+@pytest.mark.tex
+def test_paper_with_the_probe_tables_compiles(workspace, tmp_path):
+    from rl_pipeline_bench.report.paper import compile_paper
+
+    require_tool("latexmk", "setup_tex.sh")
+    src = _paper_sources(workspace, tmp_path / "src")
+    assert compile_paper(src, tmp_path / "paper").read_bytes().startswith(b"%PDF-")

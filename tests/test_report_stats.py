@@ -159,3 +159,73 @@ def test_summary_of_another_spec_is_refused_naming_both(report, tmp_path):
     with pytest.raises(ReportInputError, match=f"0123456789ab.*{spec.hash}"):
         render_report([other], [], ws / "results" / "evidence", tmp_path / "c.html", tmp_path / "t", tmp_path / "f",
                       spec.suite_name, spec)
+
+
+# --------------------------------------------------------------------------- how to read a number
+
+
+def test_the_reading_rule_of_a_comparison():
+    """resolved only with enough trials for the rank test, an interval excluding 1.00x and a small p."""
+    from rl_pipeline_bench.report.reading import NOT_RESOLVED, RESOLVED, smallest_p, trials_needed, verdict
+
+    assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(4, 4) == pytest.approx(2 / 70)
+    assert trials_needed(0.05, 3) == 4 and trials_needed(0.05, 5) == 5
+    # the issue's case: 1.50x [1.40-1.61x] from 2 vs 2 trials, p = 0.333
+    word, why = verdict({"n": 2, "n_baseline": 2, "ratio": 1.5, "ci_low": 1.4, "ci_high": 1.61, "p_value": 1 / 3},
+                        SETTINGS)
+    assert word == NOT_RESOLVED and why == ["too few trials: 2 vs 2 (4 each needed for p < 0.05)", "p ≥ 0.05"]
+    separated = compare([3.0, 3.1, 3.2, 3.3], [2.0, 2.1, 2.05, 2.2], SETTINGS)
+    assert verdict(separated, SETTINGS) == (RESOLVED, [])
+    three = compare([3.0, 3.1, 3.2], [2.0, 2.1, 2.05], SETTINGS)  # as separated as 3 vs 3 can be: p = 0.1
+    assert verdict(three, SETTINGS)[0] == NOT_RESOLVED
+    overlapping = compare([2.0, 2.2, 2.1, 1.9], [2.05, 2.15, 1.95, 2.0], SETTINGS)
+    assert "interval includes 1.00×" in verdict(overlapping, SETTINGS)[1]
+
+
+def test_readme_states_the_reports_reading_rule():
+    from rl_pipeline_bench.paths import ROOT
+    from rl_pipeline_bench.report.reading import comparison_rule
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert comparison_rule(SETTINGS) in readme
+
+
+def test_the_first_screen_carries_uncertainty_and_warnings(report):
+    """Every headline number with ± and CV, the notes that change its reading beside it, the verdict beside each ratio."""
+    import re
+
+    _ws, _spec, _s, reports = report
+    html = (reports / "comparison.html").read_text(encoding="utf-8")
+    head = html[html.index('<section id="headline">'):html.index('<section id="contract">')]
+    rows = re.findall(r"<tr class=\"[^\"]*\">\s*<td>(.*?)</tr>", head, re.S)
+    cells = {re.sub(r"<[^>]+>|\s+", " ", r.split("</td>", 1)[0]).split("·")[0].strip() + "/" +
+             re.sub(r"<[^>]+>|\s+", " ", r.split("</td>", 1)[0]).split("·")[1].split()[0]: r for r in rows[:4]}
+    for key, row in cells.items():
+        assert row.count('class="num rate"') == 3 and row.count("±") == 3, key
+    assert "noisy" not in cells["multi_turn/art"] and "CV 0.5 %" in cells["multi_turn/art"]
+    assert "noisy: CV" in cells["multi_turn/skyrl"] and "&gt; 5 %" in cells["multi_turn/skyrl"]
+    assert "no valid trial of 3: for diagnosis only" in cells["tool_history/skyrl"]
+    assert "generation stopped early" in head  # tool_history's fixture calls end before its window
+    assert "Red rows have invalid trials" in head
+    assert head.count("not resolved") >= 3 and "too few trials: 3 vs 3 (4 each needed for p &lt; 0.05)" in head
+
+
+def test_other_trials_on_disk_are_named_with_the_command_that_includes_them(report, tmp_path):
+    ws, spec, summaries, _reports = report
+    shown = [s for s in summaries if "trial3" not in str(s)]
+    out = tmp_path / "r"
+    render_report(shown, [], ws / "results" / "evidence", out / "c.html", out / "t", out / "f", spec.suite_name, spec)
+    html = (out / "c.html").read_text(encoding="utf-8")
+    assert "4 more trials of this spec are on disk but not in this report" in html
+    assert "--config 'suites={fixstats: {trials: 3}}'" in html
+    full = (ws / "reports" / "comparison.html").read_text(encoding="utf-8")
+    assert "on disk but not in this report" not in full and "Red rows" in full
+
+
+def test_timestamps_read_as_dates():
+    from rl_pipeline_bench.report.build import fmt_spread, fmt_when
+
+    assert fmt_when("2026-12-01T21:45:01.826817+00:00") == "2026-12-01 21:45:01 UTC"
+    assert fmt_when("2026-12-01T21:45:01Z") == "2026-12-01 21:45:01 UTC"
+    assert fmt_when(None) == "—" and fmt_when("not a time") == "not a time"
+    assert [fmt_spread(v) for v in (0.0331, 27.09, 1436.0, 0.0, None)] == ["0.033", "27", "1,400", "0", "—"]

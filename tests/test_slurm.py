@@ -192,7 +192,7 @@ def slurm_pipeline(slurm, tmp_path_factory):
     inventory = write_inventory(workdir.parent / "inventory.json", [gpu(i) for i in range(2)])
     env = _bench_env(RL_BENCH_ROOT=str(workdir), RL_BENCH_GPU_INVENTORY=str(inventory),
                      RL_BENCH_LOCK_DIR=str(workdir.parent / "locks"))
-    plan = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--config", str(workdir / "config.yaml"),
+    plan = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--configfile", str(workdir / "config.yaml"),
                            "--suite", GPU_SUITE, "--json"], env=env, capture_output=True, text=True, check=True)
     (gpu_run,) = [r["target"] for r in json.loads(plan.stdout)["runs"]]  # the run's file target, whatever the layout
     proc = subprocess.run([sys.executable, "-m", "snakemake", "reports/comparison.html", gpu_run, "--profile", "profiles/slurm",

@@ -84,7 +84,7 @@ def test_every_job_uses_the_override(override_run):
     assert doc["about"]["trials"] == 1 and "trials" not in doc["settings"]
     assert doc["settings"]["workload_scale"] == {"tool_history": 0.01}
     # `bench plan --configfile` resolves the spec Snakemake wrote for the same --configfile
-    plan = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--config",
+    plan = subprocess.run([sys.executable, "-m", "rl_pipeline_bench.cli", "plan", "--configfile",
                            str(workdir / "config.yaml"), "--configfile", str(first), "--json"],
                           cwd=workdir, capture_output=True, text=True, timeout=120)
     assert plan.returncode == 0, plan.stderr

@@ -123,6 +123,23 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _exit_now_if_threads_run(code: int) -> None:
+    """After Ctrl-C a run's own threads (a backend's rollout, a library's pool) may still be inside native
+    code; finalizing the interpreter around them can abort the process (SIGABRT, "terminate called
+    without an active exception") instead of exiting 130. Everything the run keeps is written by then
+    (the evidence writer finishes before the interrupt reaches here), so leave at once."""
+    import os
+    import threading
+
+    if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one `bench` command; every failure ends here as one line on stderr.
 
@@ -146,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
+        _exit_now_if_threads_run(130)
         return 130
     except BrokenPipeError:
         _quiet_stdout()

@@ -228,7 +228,7 @@ def small_context(tmp_path: Path, backend: str, run_id: str = "run-1", plan_upda
 
     from rl_pipeline_bench.settings.config import load_config
     from rl_pipeline_bench.evidence.store import EvidenceWriter
-    from rl_pipeline_bench.runs.runner import RunContext
+    from rl_pipeline_bench.backends.context import RunContext
     from rl_pipeline_bench.settings.spec import build_spec, check_spec
     from rl_pipeline_bench.plan.workloads import load_workload, offered_plan
 

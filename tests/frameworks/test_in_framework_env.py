@@ -4,7 +4,7 @@ The framework packages (openpipe-art 0.5.23, skyrl 0.4.0) live in their own Pyth
 3.12 venv (.ci/setup_frameworks.sh) because skyrl pins transformers/peft apart from
 this project's. This test runs
 tests/frameworks/test_real_*.py there with missing packages made an error, under
-coverage, and prints the line coverage of both drivers (backends/{art,skyrl}/driver.py).
+coverage, and prints the line coverage of every framework backend's driver (backends/<name>/driver.py).
 In CI (CI=true) a missing venv fails; elsewhere it skips, naming the setup script.
 """
 
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from rl_pipeline_bench import backends
+
 # Slow tier (tests/conftest.py): runs the framework venv's own tests.
 pytestmark = pytest.mark.frameworks
 
@@ -24,8 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("RL_BENCH_FRAMEWORKS_VENV", ROOT / ".scratch" / "venv-frameworks"))
 #: coverage, installed beside the venv by the same setup script
 TOOLS = ROOT / ".scratch" / "framework-tools"
-#: The drivers whose line coverage under tests/frameworks is printed (issue 18 aims at >= 90 % each).
-DRIVERS = [ROOT / "src" / "rl_pipeline_bench" / "backends" / b / "driver.py" for b in ("art", "skyrl")]
+#: The drivers whose line coverage under tests/frameworks is printed (issue 18 aims at >= 90 % each):
+#: every registered framework backend's driver.py.
+DRIVERS = [ROOT / "src" / "rl_pipeline_bench" / "backends" / b.name / "driver.py"
+           for b in backends.registered() if b.framework]
 
 
 @pytest.mark.timeout(1800)  # two real SkyRL runs on a local Ray and the ART checks take minutes

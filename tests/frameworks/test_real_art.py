@@ -36,12 +36,12 @@ from art.pipeline_tuner.config import PipelineAutotunerProfile, PipelineTuneSett
 from art.pipeline_tuner.store import PipelineTunerProfileStore  # noqa: E402
 from art.types import MegatronRuntimeConfig  # noqa: E402
 
-from rl_pipeline_bench.backends.art import support_native_config  # noqa: E402
+from rl_pipeline_bench.backends import get  # noqa: E402
 from rl_pipeline_bench.backends.art.config import build_art_config  # noqa: E402
 from rl_pipeline_bench.backends.art import metrics as art_metrics  # noqa: E402
 from rl_pipeline_bench.backends.art.driver import HistoryFollower, bind_model_dir  # noqa: E402
 from rl_pipeline_bench.backends.art.support import CONTRACT_SETTINGS, check_support  # noqa: E402
-from rl_pipeline_bench.backends.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
+from rl_pipeline_bench.backends.framework.native_types import unknown_model_keys, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.settings.config import load_config  # noqa: E402
 from rl_pipeline_bench.settings.spec import build_spec, check_spec  # noqa: E402
 from rl_pipeline_bench.backends.framework.support import support_main  # noqa: E402
@@ -145,7 +145,7 @@ def test_pipeline_trainer_on_megatron_backend_takes_the_native_kwargs(config, tm
 
 
 def test_installed_art_expresses_every_contract_setting(config):
-    result = check_support(support_native_config(check_spec(build_spec(config, "comparison"))))
+    result = check_support(get("art").native_support(check_spec(build_spec(config, "comparison"))))
     assert result["version"] == "0.5.23" and result["gaps"] == {}, result["gaps"]
     facts = result["facts"]
     # Per-expert LoRA for Qwen3.5-35B-A3B, as recorded in the manifest: ART's model-support
@@ -405,14 +405,13 @@ def test_model_dir_binding_points_at_the_snapshot(tmp_path):
 
 def test_run_records_the_framework_then_needs_the_snapshot(config, tmp_path):
     """run(ctx) with the installed ART: support facts and version in the manifest before any model work."""
-    from rl_pipeline_bench.backends import get
     from rl_pipeline_bench.evidence.store import EvidenceWriter, read_evidence
     from rl_pipeline_bench.plan.workloads import load_workload, offered_plan
 
     run_spec = check_spec(build_spec(config, "comparison"))
     spec = load_workload(config, "multi_turn", run_spec.settings["scale"])
     writer = EvidenceWriter(tmp_path / "evidence", "run-1", {"backend": "art"})
-    ctx = SimpleNamespace(run_spec=run_spec, spec=spec, plan=offered_plan(spec, config["seed"], 20),
+    ctx = SimpleNamespace(run_spec=run_spec, workload_spec=spec, plan=offered_plan(spec, config["seed"], 20),
                           trained_updates=run_spec.trained_updates, contract=dict(run_spec.settings["contract"]),
                           model={"snapshot_path": str(tmp_path / "missing")},
                           writer=writer, log=writer.logger)

@@ -182,7 +182,7 @@ def test_art_run_end_to_end(tmp_path, gpu_edges):
     calls = ev.calls
     assert (calls["completion_tokens"] == calls["forced_completion_tokens"]).all()
     per_traj = calls.groupby(["update", "group", "trajectory"]).size()
-    assert set(per_traj) == {ctx.spec.new_calls} and ctx.spec.new_calls > 1
+    assert set(per_traj) == {ctx.workload_spec.new_calls} and ctx.workload_spec.new_calls > 1
     assert all(b["min_tokens"] == b["max_tokens"] and b["ignore_eos"] for b in server.requests)
     # Per-call policy version: PipelineTrainer's policy_version when the call started, which
     # moves to a step once its train call returns.

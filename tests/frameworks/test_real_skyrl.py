@@ -37,8 +37,8 @@ from skyrl.train.utils import validate_cfg  # noqa: E402
 from skyrl.train.utils.metrics import TrainingPhaseGauge  # noqa: E402
 from skyrl.train.utils.tracking import Tracking  # noqa: E402
 
-from rl_pipeline_bench.backends.native_types import check_dataclass_types, validate_typed_dict  # noqa: E402
-from rl_pipeline_bench.backends.skyrl import support_native_config  # noqa: E402
+from rl_pipeline_bench.backends import get  # noqa: E402
+from rl_pipeline_bench.backends.framework.native_types import check_dataclass_types, validate_typed_dict  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.config import build_skyrl_config, to_cli_overrides  # noqa: E402
 from rl_pipeline_bench.backends.skyrl import metrics as sky_metrics  # noqa: E402
 from rl_pipeline_bench.backends.skyrl.driver import ServedPolicy, generate_group, generator_failed  # noqa: E402
@@ -60,7 +60,7 @@ def _nested(config, **suite_changes):
     cfg = copy.deepcopy(config)
     cfg["suites"]["comparison"].update(suite_changes)
     run_spec = check_spec(build_spec(cfg, "comparison"))
-    return build_skyrl_config(run_spec, spec=load_workload(cfg, "multi_turn", run_spec.settings["scale"]))
+    return build_skyrl_config(run_spec, workload_spec=load_workload(cfg, "multi_turn", run_spec.settings["scale"]))
 
 
 @pytest.mark.parametrize("changes, batch, workers, rank", [({}, 4, 12, 8), ({"skyrl_batch_size": 1, "rank": 1}, 1, 3, 1)])
@@ -121,7 +121,7 @@ def test_metric_keys_and_phases_are_the_ones_skyrl_logs():
 
 
 def test_installed_skyrl_expresses_every_contract_setting(config):
-    result = check_support(support_native_config(check_spec(build_spec(config, "comparison"))))
+    result = check_support(get("skyrl").native_support(check_spec(build_spec(config, "comparison"))))
     assert result["version"] == "0.4.0" and result["gaps"] == {}, result["gaps"]
     assert result["facts"]["per_expert_lora"]["share_expert_adapters"] is False
     assert result["facts"]["adapter_publication"] == {"merge_lora": False}
@@ -129,7 +129,7 @@ def test_installed_skyrl_expresses_every_contract_setting(config):
 
 def test_an_older_skyrl_release_is_refused_naming_each_missing_setting(config):
     """The real skyrl 0.3.0 (first on the path) through the preflight's own entry point."""
-    native = support_native_config(check_spec(build_spec(config, "comparison")))
+    native = get("skyrl").native_support(check_spec(build_spec(config, "comparison")))
     answer = check_in_python("skyrl", native, sys.executable, env=overlay_env("skyrl-0.3.0"))
     assert answer["version"] == "0.3.0"
     assert set(answer["gaps"]) == {"config", "per_expert_lora", "phase_timing"}, answer["gaps"]

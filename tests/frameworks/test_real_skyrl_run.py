@@ -98,7 +98,7 @@ def test_skyrl_run_end_to_end(tmp_path, monkeypatch):
     assert len(calls) <= len(server.requests)  # requests cancelled in flight at the end have no call row
     # Accepted calls come in whole trajectories; calls of groups cancelled at the end are kept, not accepted.
     per_traj = calls[calls["accepted"]].groupby(["update", "group", "trajectory"]).size()
-    assert set(per_traj) == {ctx.spec.new_calls}
+    assert set(per_traj) == {ctx.workload_spec.new_calls}
     by_prefix = sorted((b["prompt"] for b in server.requests), key=len)
     assert all(isinstance(t, int) for p in by_prefix for t in p)
     eos = server.tokenizer.eos_token_id

@@ -4,21 +4,31 @@ Everything the pipeline needs to know about a backend (which suites it can run, 
 many GPUs, which models, which trainer ranks its evidence carries, which extra
 checks its suites and its evidence must pass, which packages its manifest records,
 its config keys) lives here, so adding a backend touches only its own package and
-its recipe folder `containers/<name>/`.
+its recipe folder `containers/<name>/`. A framework backend builds its descriptor with
+the framework kit (`backends/framework/backend.py`).
+
+The callables take what a backend is handed (`backends/context.py`): the resolved run
+spec, seen through `RunSpecView`, and a run's `RunContext`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-#: A check of one run spec (rl_pipeline_bench.settings.spec.RunSpec) for this backend -> problems, each naming its config key.
-SuiteCheck = Callable[[Any], list[str]]
+from .context import RunContext, RunSpecView
+
+if TYPE_CHECKING:
+    from .topology import Topology
+
+
+#: A check of one run spec for this backend -> problems, each naming its config key.
+SuiteCheck = Callable[[RunSpecView], list[str]]
 #: A check of one run's evidence manifest -> summary reasons, each "code: detail".
 EvidenceCheck = Callable[[Mapping[str, Any]], list[str]]
 
 
-def _single_rank(spec: Any) -> list[int]:
+def _single_rank(spec: RunSpecView) -> list[int]:
     return [0]
 
 
@@ -41,15 +51,16 @@ class Backend:
     """A backend's self-description; `run(ctx)` is its only entry point.
 
     name: the package name under `rl_pipeline_bench.backends` (and of `containers/<name>/`).
-    run: runs one benchmark (rl_pipeline_bench.runs.runner.RunContext); raises on failure.
+    run: runs one benchmark (its RunContext, backends/context.py); raises on failure.
+    framework: the distribution of the framework it drives (None: it is its own pipeline); its
+        manifests and support checks name it, and it is the first of its `packages`.
     devices: suite `device` values it runs on.
     gpus: the exact GPU count a run needs (None: whatever the suite leases).
     topology: its contract parallel layout (rl_pipeline_bench.backends.topology.Topology), if fixed.
     models: the model repo ids it supports (None: any model of the config).
     model_sources: the model `source` kinds it accepts (a framework needs a pinned hub snapshot).
     Every callable below that takes a suite's settings takes the resolved run spec
-    (rl_pipeline_bench.settings.spec.RunSpec: `spec.contract`, `spec.model`, `spec.backend_settings(name)`,
-    `spec.get(suite_key)`), the one shape every job reads.
+    (a RunSpecView: `spec.contract`, `spec.model`, `spec.backend_settings(name)`, `spec.get(suite_key)`).
 
     trainer_ranks: spec -> the ranks its trainer_intervals.parquet must carry.
     staleness_limit: spec -> how many policy versions its rollout may run ahead of
@@ -83,14 +94,15 @@ class Backend:
 
     name: str
     summary: str
-    run: Callable[[Any], None]
+    run: Callable[[RunContext], None]
+    framework: str | None = None
     devices: tuple[str, ...] = ("cpu", "cuda")
     gpus: int | None = None
-    topology: Any = None
+    topology: Topology | None = None
     models: tuple[str, ...] | None = None
     model_sources: tuple[str, ...] = ("local", "hub")
-    trainer_ranks: Callable[[Any], Sequence[int]] = _single_rank
-    staleness_limit: Callable[[Any], int] | None = None
+    trainer_ranks: Callable[[RunSpecView], Sequence[int]] = _single_rank
+    staleness_limit: Callable[[RunSpecView], int] | None = None
     suite_checks: tuple[SuiteCheck, ...] = ()
     evidence_checks: tuple[EvidenceCheck, ...] = ()
     trains_plan_updates: bool = True
@@ -102,25 +114,9 @@ class Backend:
     host_hooks: Mapping[str, HostHook] = field(default_factory=dict)
     suite_schema: Mapping[str, Any] = field(default_factory=dict)
     config_schema: Mapping[str, Any] | None = None
-    variant: Callable[[Any], list[str]] | None = None
+    variant: Callable[[RunSpecView], list[str]] | None = None
     preload: Callable[[], None] | None = None
-    native_support: Callable[[Any], dict] | None = None
+    native_support: Callable[[RunSpecView], dict[str, Any]] | None = None
     container_network: str = "none"
     container_host_config: Mapping[str, Any] = field(default_factory=dict)
 
-
-def framework_backend(*, topology: Any, models: tuple[str, ...], **fields: Any) -> Backend:
-    """A framework under the comparison contract: CUDA only, exactly its topology's GPUs,
-    a revision-pinned hub snapshot of one of its supported models. Its trainer batches work
-    across plan updates (its own batching and autotuning), so calls reconcile over the run.
-
-    Its container runs share the host's IPC namespace (vLLM's Docker guide asks for
-    `--ipc=host` or a large `--shm-size`: PyTorch shares tensors between processes
-    through shared memory) and the host's network (Ray and NCCL discover node
-    addresses; a loopback-only container has not been tried with them).
-    """
-    fields.setdefault("trains_plan_updates", False)
-    fields.setdefault("container_network", "host")
-    fields.setdefault("container_host_config", {"ipc_mode": "host"})
-    return Backend(devices=("cuda",), gpus=topology.train_gpus + topology.inference_gpus, topology=topology,
-                   models=models, model_sources=("hub",), **fields)

@@ -1,7 +1,7 @@
 """`bench probe ...`: the infrastructure probes and the per-run infrastructure summary.
 
 What the rules in rules/probes.smk run (`--spec`: the probe's settings are the run spec's
-`probes`), and what a person runs by hand (a spec resolved from `--config`, flags on top). Each writes
+`probes`), and what a person runs by hand (a spec resolved from the config, flags on top). Each writes
 one JSON record atomically (the all-reduce sweep also a parquet beside it) and exits
 non-zero with a message naming the problem when the probe cannot run.
 """
@@ -33,7 +33,7 @@ def _log(msg: str) -> None:
 
 def _settings(args, section: str) -> dict:
     """The probe's settings: the --spec file's `probes.<section>` (the workflow), else the spec
-    resolved from --config/--set/--suite with any flag given on top (by hand).
+    resolved from --configfile/--config/--suite with any flag given on top (by hand).
 
     Sets args.label (default: the suite's name) and args.spec_ref (the spec it ran under).
     """
@@ -43,7 +43,7 @@ def _settings(args, section: str) -> dict:
     if args.spec is not None and given:
         flags = ", ".join("--timeout" if k == "timeout_s" else "--" + k.replace("_", "-") for k in given)
         raise SystemExit(f"bench probe {section}: {flags} and --spec: the spec's probes.{section} gives the "
-                         "settings (drop the flags, or drop --spec and name a --config)")
+                         "settings (drop the flags, or drop --spec and name a --suite)")
     from ..settings.config import check_options
 
     check_options(given, f"probes/{section}",  # the flags refuse what the config keys refuse
@@ -177,7 +177,7 @@ def register(subparsers) -> None:
 
     by_hand = "by hand, overrides the spec's probes.{}.{} (not with --spec)"
     a = sub.add_parser("allreduce", help="all-reduce bandwidth sweep (NCCL on GPUs, gloo on CPU)",
-                       description="Settings from the run spec's probes.allreduce (--spec, or resolved from --config).")
+                       description="Settings from the run spec's probes.allreduce (--spec, or resolved from the config).")
     add_spec_args(a)
     a.add_argument("--world-size", type=int, help="ranks, one per GPU with nccl; " + by_hand.format("allreduce", "world_size"))
     a.add_argument("--backend", choices=["nccl", "gloo"], help=by_hand.format("allreduce", "backend"))
@@ -192,7 +192,7 @@ def register(subparsers) -> None:
     a.set_defaults(func=_allreduce)
 
     s = sub.add_parser("storage", help="sequential write then read throughput in a directory (fio, else O_DIRECT)",
-                       description="Settings from the run spec's probes.storage (--spec, or resolved from --config).")
+                       description="Settings from the run spec's probes.storage (--spec, or resolved from the config).")
     add_spec_args(s)
     s.add_argument("--directory", help="where checkpoints go; created and removed if absent; "
                    + by_hand.format("storage", "directory"))
@@ -205,7 +205,7 @@ def register(subparsers) -> None:
     s.set_defaults(func=_storage)
 
     c = sub.add_parser("checkpoint", help="safetensors save/load time of the model snapshot and a LoRA adapter",
-                       description="Settings from the run spec's probes.checkpoint (--spec, or resolved from --config).")
+                       description="Settings from the run spec's probes.checkpoint (--spec, or resolved from the config).")
     add_spec_args(c)
     c.add_argument("--model-record", type=Path, required=True, help=str(paths.model_record("MODEL")))
     c.add_argument("--directory", help=by_hand.format("checkpoint", "directory"))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..paths import ROOT
+from ..paths import CONFIG_PATH, ROOT
 
 
 def _emit(record: dict, output: str | None) -> None:
@@ -88,7 +88,9 @@ def _preflight(args: argparse.Namespace) -> int:
     elif args.suite:
         from ..settings.spec import spec_from_config_file
 
-        spec = spec_from_config_file(args.config, args.suite)
+        from .run import config_overrides
+
+        spec = spec_from_config_file(CONFIG_PATH, args.suite, config_overrides(args), args.configfile)
         result = {"suite": spec.suite_name}
     else:
         spec = None
@@ -155,8 +157,12 @@ def _snapshot(args: argparse.Namespace) -> int:
     from ..settings.config import load_config
     from ..records.configfile import check_member
 
-    overrides = {"hf_cache": args.hf_cache} if args.hf_cache else None
-    config = load_config(args.config, overrides)
+    from .run import config_overrides
+
+    overrides = config_overrides(args)
+    if args.hf_cache:
+        overrides["hf_cache"] = args.hf_cache
+    config = load_config(CONFIG_PATH, overrides, args.configfile)
     check_member("model", args.model, sorted(config["models"]))
     settings = config["models"][args.model]
     hf_home = snapshots.hf_home_for(config, args.root)
@@ -181,6 +187,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     from ..backends import names as backend_names
+    from .run import add_config_args
 
     root_kw = dict(type=Path, default=ROOT, help="repository root whose files are hashed (default: this checkout)")
 
@@ -209,7 +216,7 @@ def register(subparsers) -> None:
     f.add_argument("--output", help="write the preflight result here instead of printing it")
     f.add_argument("--spec", help=f"resolved run spec ({paths.spec_file('SUITE-HASH')}): check its topology for this backend")
     f.add_argument("--suite", help="without --spec: check this config suite's topology/model/GPU count (contract)")
-    f.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file with --suite (default: config.yaml)")
+    add_config_args(f)
     f.add_argument("--root", **root_kw)
     f.add_argument("--record", help=f"image record (default {paths.image_record('BACKEND')})")
     f.add_argument("--labels-only", action="store_true", help="compare labels only; do not recompute hashes inside the image")
@@ -218,7 +225,7 @@ def register(subparsers) -> None:
 
     s = subparsers.add_parser("snapshot", help="resolve/verify a pinned model snapshot and print its identity record")
     s.add_argument("--model", required=True)
-    s.add_argument("--config", default=str(ROOT / "config.yaml"), help="config file (default: config.yaml)")
+    add_config_args(s)
     s.add_argument("--hf-cache", help=f"HF_HOME containing hub/ (default: config hf_cache or {paths.HF_HOME})")
     s.add_argument("--offline", action="store_true", help="never download; verify an existing snapshot only")
     s.add_argument("--root", **root_kw)

@@ -1,6 +1,7 @@
 """`bench report` and `bench paper`: the comparison report and the paper report from retained evidence.
 
-These are what the workflow's report rules run; they never run a benchmark.
+These are what the workflow's report rules run; they never run a benchmark. `bench report`
+alone renders the config's suite from what is on disk, as the report rule would.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ def _inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", type=Path, default=None,
                    help=f"resolved run spec {paths.spec_file('SUITE-HASH')} (the workflow passes it)")
     p.add_argument("--suite", default=None, help="suite name (default: the spec's)")
-    p.add_argument("--summaries", nargs="+", required=True, type=Path, metavar="SUMMARY_JSON")
-    p.add_argument("--plans", nargs="+", required=True, type=Path, metavar="PLAN_PARQUET")
+    p.add_argument("--summaries", nargs="+", type=Path, metavar="SUMMARY_JSON",
+                   help="run summaries (default: those of the config's suite on disk, trials as the config asks)")
+    p.add_argument("--plans", nargs="+", type=Path, metavar="PLAN_PARQUET",
+                   help="offered plans (default: the spec's plans on disk)")
     p.add_argument("--eval-summaries", nargs="*", default=[], type=Path, metavar="EVAL_SUMMARY_JSON",
                    help="task-quality evaluation summaries to include (rules/eval.smk)")
     p.add_argument("--evidence-root", type=Path, default=Path(paths.EVIDENCE_ROOT))
@@ -33,6 +36,9 @@ def _inputs(p: argparse.ArgumentParser) -> None:
                    help="per-run infrastructure summaries (bench probe summarize-run); adds the Infrastructure section")
     p.add_argument("--probes", nargs="*", type=Path, default=None, metavar="PROBE_JSON",
                    help="probe records (all-reduce, storage, checkpoint, GEMM) for the Infrastructure section")
+    from .run import add_config_args
+
+    add_config_args(p)  # without --spec and --summaries: which suite's records on disk to render
 
 
 def register(subparsers) -> None:
@@ -57,13 +63,55 @@ def register(subparsers) -> None:
     comp.set_defaults(func=run_paper_compile)
 
 
+def _on_disk(args: argparse.Namespace):
+    """`bench report` alone: the config's suite (or --suite), its spec and every record of it on disk, as the
+    report rule would pass them (trials as the config asks; the report names any other trial it finds)."""
+    from ..settings.config import load_config
+    from ..settings.spec import build_spec, check_spec
+    from .run import config_overrides
+
+    if args.spec is not None:
+        from ..settings.spec import load_spec
+
+        spec = load_spec(args.spec)
+    else:
+        spec = check_spec(build_spec(load_config(overrides=config_overrides(args), configfiles=args.configfile),
+                                     args.suite))
+    targets = paths.run_targets(spec.id, spec.backends, spec.workloads, spec.trials)
+    summaries = [s for t in targets if (s := Path(paths.RUN_SUMMARY.format(**t._asdict()))).is_file()]
+    if not summaries:
+        raise SystemExit(f"bench {args.command}: no run summary of spec {spec.id} under "
+                         f"{paths.spec_runs_dir(spec.id)}/ yet: `uv run snakemake --cores 1 {paths.REPORT_HTML}"
+                         f"{'' if args.suite is None else ' --config suite=' + spec.suite_name}` runs what is "
+                         "missing and renders the report")
+    args.summaries = summaries
+    args.plans = [p for w in spec.workloads if (p := paths.plan_file(spec.id, w)).is_file()]
+    if args.run_infra is None:
+        args.run_infra = [i for t in targets if (i := Path(paths.RUN_INFRA.format(**t._asdict()))).is_file()]
+    if args.probes is None:
+        args.probes = [p for p in paths.probe_records(spec.id) if Path(p).is_file()]
+    if getattr(args, "offered_figures", None) is None and hasattr(args, "offered_figures"):
+        figures = [paths.offered_figure(spec.id, w) for w in spec.workloads if paths.plan_file(spec.id, w).is_file()]
+        args.offered_figures = figures if all(f.is_file() for f in figures) and figures else None
+    return spec
+
+
 def _common(args: argparse.Namespace):
     """(spec, suite, stats settings, attempts index) from the shared arguments."""
     from ..evidence.attempts import index_for
     from ..report.stats import StatsSettings
     from ..settings.spec import load_spec
 
-    spec = load_spec(args.spec) if args.spec is not None else None
+    if args.summaries is None and args.plans is None:
+        spec = _on_disk(args)
+    elif args.summaries is None or args.plans is None:
+        raise SystemExit(f"bench {args.command}: give both --summaries and --plans, or neither (the config's "
+                         "suite as it is on disk)")
+    elif args.config or args.configfile:
+        raise SystemExit(f"bench {args.command}: --config and --configfile pick the records on disk; with "
+                         "--summaries the spec is --spec")
+    else:
+        spec = load_spec(args.spec) if args.spec is not None else None
     suite = args.suite or (spec.suite_name if spec is not None else None)
     if suite is None:
         raise SystemExit(f"bench {args.command}: give --spec (or at least --suite)")

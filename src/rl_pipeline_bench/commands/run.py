@@ -1,8 +1,8 @@
 """`bench run` (one benchmark run), `bench plan` (what a suite would run), `bench write-plan`.
 
 Inside the workflow every command gets `--spec results/specs/{suite}-{hash}.json` (paths.SPEC_FILE), the
-settings Snakemake resolved; by hand, without --spec, the spec is resolved from
-`--config` (default config.yaml), `--configfile` and `--set` overrides the same way.
+settings Snakemake resolved; by hand, without --spec, the spec is resolved from config.yaml,
+`--configfile FILE` and `--config KEY=VALUE` the way Snakemake resolves them.
 """
 
 from __future__ import annotations
@@ -15,32 +15,27 @@ from .. import paths
 from ..paths import CONFIG_PATH, ROOT
 
 
-def parse_overrides(items: list[str]) -> dict:
-    import yaml
+def add_config_args(p) -> None:
+    """--configfile FILE and --config KEY=VALUE, meaning what they mean to Snakemake."""
+    p.add_argument("--configfile", action="extend", nargs="+", type=Path, default=[], metavar="FILE",
+                   help="merged over config.yaml key by key, as snakemake --configfile FILE does (repeatable)")
+    p.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="settings merged over those, as snakemake --config KEY=VALUE does, e.g. suite=comparison or "
+                        "'suites={smoke: {trials: 2}}'")
 
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            # Worded without a literal "KEY=VALUE": the error handler scrubs anything shaped like key=value.
-            raise ConfigError(f"--set {item!r}: no '=' between the key and its value")
-        key, value = item.split("=", 1)
-        try:
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError:  # the value itself is not repeated: it may be a secret
-            raise ConfigError(f"--set {key}=...: the value is not valid YAML") from None
-    return out
+
+def config_overrides(args) -> dict:
+    """The `--config` items of a command as one mapping (settings.overrides.parse_config_items)."""
+    from ..settings.overrides import parse_config_items
+
+    return parse_config_items(args.config)
 
 
 def add_spec_args(p, *, suite: bool = True) -> None:
-    """--spec FILE, or --config/--set/--suite to resolve one (outside a workflow)."""
+    """--spec FILE, or --configfile/--config/--suite to resolve one (outside a workflow)."""
     p.add_argument("--spec", type=Path, default=None,
                    help=f"resolved run spec {paths.spec_file('SUITE-HASH')} (the workflow passes it)")
-    p.add_argument("--config", type=Path, default=CONFIG_PATH,
-                   help="without --spec: config file to resolve the spec from (default: %(default)s)")
-    p.add_argument("--configfile", action="append", type=Path, default=[], metavar="FILE",
-                   help="without --spec: merged over --config, like snakemake --configfile FILE (repeatable)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="without --spec: top-level config override, like snakemake --config KEY=VALUE")
+    add_config_args(p)
     if suite:
         p.add_argument("--suite", default=None, help="without --spec: suite name (default: config 'suite')")
 
@@ -50,15 +45,28 @@ def spec_of(args):
     from ..settings.spec import load_spec, spec_from_config_file
 
     if args.spec is not None:
+        if args.config or args.configfile:
+            raise ConfigError("--spec is a resolved spec: drop --config/--configfile (or drop --spec)")
         spec = load_spec(args.spec)
         if getattr(args, "suite", None) not in (None, spec.suite_name):
             raise SystemExit(f"bench: --suite {args.suite} contradicts spec {spec.id} (suite {spec.suite_name})")
         return spec
-    return spec_from_config_file(args.config, getattr(args, "suite", None), parse_overrides(args.set),
+    return spec_from_config_file(CONFIG_PATH, getattr(args, "suite", None), config_overrides(args),
                                  args.configfile)
 
 
+def quiet_libraries() -> None:
+    """A run's terminal and log carry its own progress lines: no library progress bars, no deprecation
+    notices a user cannot act on (transformers about peft's use of its API)."""
+    import os
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub/transformers load
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
 def cmd_run(args) -> int:
+    quiet_libraries()
     from ..runs.runner import execute_run
 
     if (args.backend is None) != (args.workload is None):
@@ -67,11 +75,21 @@ def cmd_run(args) -> int:
     if args.backend is None or args.gpus is not None:
         from ..runs.workflow_launch import run_through_workflow, suite_of_run
 
-        args.suite = suite_of_run(args, parse_overrides(args.set))
+        args.suite = suite_of_run(args, config_overrides(args))
         return run_through_workflow(args, spec_of(args))
     spec = spec_of(args)
     if args.dry_run:
         raise ConfigError("run: --dry-run applies to the workflow forms (--suite alone, or --gpus)")
+    if args.suite is None and args.spec is None and args.backend not in spec.backends:
+        from ..runs.workflow_launch import suite_of_run
+
+        args.suite = suite_of_run(args, config_overrides(args))
+        if args.suite is not None:  # the run is another suite's: say which, and how that suite runs it
+            gpus = int(spec_of(args).settings["gpus"])
+            how = f" --gpus {','.join(map(str, range(gpus)))}" if gpus else ""
+            raise ConfigError(f"backend '{args.backend}' is not in the config's suite {spec.suite_name} "
+                              f"(its backends: {', '.join(spec.backends)}); it runs in suite {args.suite}: "
+                              f"bench run --suite {args.suite} --backend {args.backend} --workload {args.workload}{how}")
     model_record = args.model_record or paths.model_record(spec.settings["model"]["name"], ROOT)
     return execute_run(
         spec, args.backend, args.workload, args.trial,
@@ -165,7 +183,7 @@ def register(sub) -> None:
     p = sub.add_parser("write-plan", help="write one workload's offered plan of a spec (the workload_plan rule)")
     add_spec_args(p)
     p.add_argument("--workload", required=True)
-    p.add_argument("--output", type=Path, required=True, help=paths.plan_file("SPEC", "WORKLOAD"))
+    p.add_argument("--output", type=Path, required=True, help=f"the plan file to write ({paths.plan_file('SPEC', 'WORKLOAD')})")
     p.add_argument("--offered-figure", type=Path, default=None,
                    help=f"also draw the offered-length figure (PNG) here ({paths.offered_figure('SPEC', 'WORKLOAD')})")
     p.set_defaults(func=cmd_write_plan)

@@ -36,3 +36,21 @@ def update_printer(label: str, total_updates: int, stream: TextIO | None = None)
              f"({row['accepted_trajectories']} trajectories, {row['assistant_tokens']} assistant tokens)", stream)
 
     return on_update
+
+
+def rates_text(summary: dict) -> str:
+    """A summary's headline rates in one phrase, as the report's headline table shows them."""
+    def rate(*keys: str) -> str:
+        v: object = summary
+        for k in keys:
+            v = v.get(k) if isinstance(v, dict) else None
+        return f"{v:,.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+    text = (f"headline {rate('e2e', 'headline', 'trajectories_per_s')} trajectories/s, "
+            f"{rate('e2e', 'headline', 'assistant_tokens_per_s')} assistant tokens/s; "
+            f"trainer {rate('trainer', 'headline', 'assistant_tokens_per_s')} tokens/s")
+    if summary.get("valid") is not True:
+        codes = sorted({str(r).split(":", 1)[0] for r in summary.get("reasons") or []})
+        return f"{text} (INVALID: {', '.join(codes) or 'no reason given'})"
+    warnings = sorted({str(w).split(":", 1)[0] for w in summary.get("warnings") or []})
+    return f"{text}" + (f" (warnings: {', '.join(warnings)})" if warnings else "")

@@ -62,8 +62,21 @@ def _docker_host() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (default)"
 
 
+#: What to do when no engine answers (engine_client's error, the readiness check's fix).
+ENGINE_FIX = ("start one (Debian: `sudo bash .ci/setup_podman.sh` then "
+              "`export DOCKER_HOST=unix:///run/podman/podman.sock`), or run the suite with `runtime: native`")
+
+
+class EngineUnreachable(ImageError):
+    """No Docker-API engine answered; `reason` says why, without the fix."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"{reason}. {ENGINE_FIX[0].upper()}{ENGINE_FIX[1:]}.")
+        self.reason = reason
+
+
 def engine_client(timeout: int = 600):
-    """A docker.DockerClient for DOCKER_HOST that has answered a ping, else ImageError."""
+    """A docker.DockerClient for DOCKER_HOST that has answered a ping, else EngineUnreachable."""
     import docker
     from docker.errors import DockerException
 
@@ -71,11 +84,7 @@ def engine_client(timeout: int = 600):
         client = docker.from_env(timeout=timeout)
         client.ping()
     except (DockerException, OSError) as exc:
-        raise ImageError(
-            f"no Docker-API engine reachable at DOCKER_HOST={_docker_host()}: {exc}. "
-            "Start one (Debian: `sudo bash .ci/setup_podman.sh` then "
-            "`export DOCKER_HOST=unix:///run/podman/podman.sock`), or run the suite with `runtime: native`."
-        ) from exc
+        raise EngineUnreachable(f"no Docker-API engine reachable at DOCKER_HOST={_docker_host()}: {exc}") from exc
     return client
 
 

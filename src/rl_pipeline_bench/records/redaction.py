@@ -139,8 +139,6 @@ RUN_SHAPING_VALUES: dict[str, str] = {
     "RL_BENCH_SUPERVISOR": "the host process that supervises a container run",
     "RL_BENCH_REQUIRE_FRAMEWORKS": "whether missing frameworks fail instead of skip",
     "RL_BENCH_NATIVE_PYTHON": "the interpreter of a native prefix",
-    "RL_BENCH_SKYRL_SOURCE": "the SkyRL source tree of a native prefix",
-    "RL_BENCH_SKYRL_CUDA_COMPAT": "SkyRL's packaged CUDA compatibility libraries",
     "RL_BENCH_REQUESTED_IMAGE": "the image a pod was asked to run",
     "RL_BENCH_POD_NAME": "the Kubernetes pod that ran",
     "RL_BENCH_POD_UID": "the Kubernetes pod that ran (its uid)",

@@ -7,6 +7,7 @@ time (the only date shown is the newest evidence `finished_at`), and sorts every
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import jinja2
 import pandas as pd
 
 from .. import paths
-from . import figures, tables
+from . import figures, reading, tables
 from ..eval.report_section import section as eval_section
 from .collect import OFFERED_QUANTITIES, ReportInputError, load_attempts, load_plans, load_runs
 from ..contract.settings import KEYS as CONTRACT_KEYS, ContractSettings
@@ -103,6 +104,17 @@ def fmt_num(x: Any) -> str:
     return f"{v:.3g}"
 
 
+def fmt_spread(x: Any) -> str:
+    """A standard deviation beside its mean: two significant digits (0.033, 27, 1,400)."""
+    v = tables._num(x)
+    if v is None:
+        return "—"
+    if v == 0:
+        return "0"
+    text = f"{float(f'{v:.2g}'):,.{max(0, 1 - math.floor(math.log10(abs(v))))}f}"
+    return text
+
+
 def fmt_tokens(x: Any) -> str:
     v = tables._num(x)
     if v is None:
@@ -125,6 +137,20 @@ def fmt_ratio(x: Any) -> str:
     return "—" if v is None else f"{v:.2f}×"
 
 
+def fmt_when(x: Any) -> str:
+    """An evidence timestamp (UTC ISO 8601) as a reader writes it: 2026-12-01 21:45:01 UTC."""
+    if not x:
+        return "—"
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(str(x).replace("Z", "+00:00"))
+    except ValueError:
+        return str(x)
+    t = t.astimezone(timezone.utc) if t.tzinfo else t
+    return t.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if t.tzinfo else "")
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
@@ -140,6 +166,8 @@ def _env() -> jinja2.Environment:
     env.filters["tokens"] = fmt_tokens
     env.filters["pct"] = fmt_pct
     env.filters["p"] = fmt_p
+    env.filters["when"] = fmt_when
+    env.filters["spread"] = fmt_spread
     return env
 
 
@@ -215,6 +243,63 @@ def _grouped_stats(df: pd.DataFrame, keys: list[str]) -> list[dict]:
     return out
 
 
+#: Short names of the rates in the notes beside a headline number.
+_SHORT_RATES = {"headline_trajectories_per_s": "traj/s", "headline_assistant_tokens_per_s": "tokens/s",
+                "trainer_assistant_tokens_per_s": "trainer", "measured_trajectories_per_s": "measured traj/s",
+                "measured_assistant_tokens_per_s": "measured tokens/s"}
+
+
+def _headline_cells(data: ReportData) -> list[dict]:
+    """The headline rows with each rate's spread (std, CV, interval over valid trials) and the notes that
+    change how the row reads (report.reading), so the first screen carries its uncertainty."""
+    stats_rows: dict[tuple, list[dict]] = {}
+    for rec in template_records(data.tabs["trial_stats"]):
+        stats_rows.setdefault((rec["workload"], rec["backend"]), []).append(rec)
+    runs: dict[tuple, list] = {}
+    for r in data.runs:
+        runs.setdefault((r.key[0], r.key[1]), []).append(r)
+    cells = []
+    for h in template_records(data.tabs["headline"]):
+        key = (h["workload"], h["backend"])
+        rows = stats_rows.get(key, [])
+        judged = [row for row in rows if row["rate"] in dict(HEADLINE_RATES)]
+        cells.append({**h, "spread": {row["rate"]: row for row in rows},
+                      "notes": reading.cell_notes(runs.get(key, []), judged, data.stats_settings, _SHORT_RATES)})
+    return cells
+
+
+def _comparison_rows(data: ReportData) -> list[dict]:
+    """The comparisons grouped per workload and backend pair, with the reasons a pair is not resolved,
+    each once: a reason of every rate alone, another followed by the rates it holds for."""
+    grouped = _grouped_stats(data.tabs["comparisons"], ["workload", "backend"])
+    for g in grouped:
+        rates: dict[str, list[str]] = {}
+        for c, _ in HEADLINE_RATES:
+            for x in (g["rates"].get(c, {}).get("verdict_reasons") or "").split(" | "):
+                if x:
+                    rates.setdefault(x, []).append(_SHORT_RATES[c])
+        every = len([c for c, _ in HEADLINE_RATES if c in g["rates"]])
+        g["reasons"] = [x if len(r) == every else f"{x} ({', '.join(r)})" for x, r in rates.items()]
+    return grouped
+
+
+def _other_trials(data: ReportData) -> list[dict]:
+    """Summaries of this report's spec on disk that it does not show (a trial count lowered since, say)."""
+    if data.spec is None:
+        return []
+    shown = {Path(r.summary_path).resolve() for r in data.runs}
+    # The spec's run directory, where the shown summaries are (results/runs/{spec}/{backend}/{workload}/trial{n}).
+    roots = {p.parents[3] for p in shown if len(p.parents) > 3 and p.parents[3].name == data.spec.id}
+    found = []
+    for path in sorted(q for root in roots for q in root.glob("*/*/trial*/summary.json")):
+        if path.resolve() in shown:
+            continue
+        backend, workload, trial = path.parts[-4], path.parts[-3], path.parts[-2].removeprefix("trial")
+        if trial.isdigit():
+            found.append({"backend": backend, "workload": workload, "trial": int(trial), "path": str(path)})
+    return sorted(found, key=lambda x: (x["trial"], x["workload"], x["backend"]))
+
+
 def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> dict[str, Any]:
     suite_name, suite_settings, spec, evidence_root = data.suite, data.suite_settings, data.spec, data.evidence_root
     runs, attempts, workloads, backends, tabs = data.runs, data.attempts, data.workloads, data.backends, data.tabs
@@ -246,7 +331,9 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "spec_runs_dir": str(paths.spec_runs_dir(spec.id)) if spec is not None else None,
         "backends": backends,
         "contract": contract_context(runs, suite_settings),
-        "headline": template_records(tabs["headline"]),
+        "headline": _headline_cells(data),
+        "other_trials": _other_trials(data),
+        "report_target": paths.REPORT_HTML,
         "ratios": template_records(tabs["ratios"]),
         "runs": run_rows,
         "provenance": provenance_context(run_rows),
@@ -260,7 +347,9 @@ def _context(data: ReportData, timeline, offered_png, attempts_index=None) -> di
         "stat_rates": HEADLINE_RATES,
         "stats_settings": data.stats_settings,
         "trial_stats": _grouped_stats(tabs["trial_stats"], ["workload", "backend"]),
-        "comparisons": _grouped_stats(tabs["comparisons"], ["workload", "backend"]),
+        "comparisons": _comparison_rows(data),
+        "reading_rule": reading.comparison_rule(data.stats_settings),
+        "measured_rates": tables.MEASURED_RATES,
         "activity": template_records(tabs["activity"]),
         "unreadable": data.unreadable,
     }

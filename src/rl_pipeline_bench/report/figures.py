@@ -24,6 +24,18 @@ DPI = 100
 _LINESTYLES = ("-", "--", ":", "-.")
 _RC = {"svg.hashsalt": "rl-bench-report", "font.size": 9, "axes.titlesize": 9}
 
+#: The paper's text width (templates/paper.tex.j2: \textwidth 6.3in): a PDF figure is drawn at that width,
+#: so the sizes below are the sizes in print (an 11 in figure scaled to the line printed 9 pt as 5 pt).
+PAPER_WIDTH_IN = 6.3
+
+
+def _geometry(fmt: str) -> dict:
+    """Figure width (in), a timeline row's height (in) and font sizes (pt) for the HTML (PNG) or the paper (PDF)."""
+    if fmt == "pdf":
+        return {"width": PAPER_WIDTH_IN, "row": 2.5, "offered_height": 2.1, "font": 8, "small": 7,
+                "rc": {**_RC, "font.size": 8, "axes.titlesize": 8.5, "xtick.labelsize": 7, "ytick.labelsize": 7}}
+    return {"width": 11, "row": 3.3, "offered_height": 2.5, "font": 8, "small": 7, "rc": _RC}
+
 
 #: savefig metadata that leaves out everything that varies between builds or versions.
 _FIXED_METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}
@@ -63,16 +75,17 @@ def _draw_many(ax, runs: list[Run], backend: str, color: str) -> None:
 
 def timelines_figure(runs: list[Run], workloads: list[str], backends: list[str], fmt: str = "png") -> bytes:
     """completed_at vs update per workload, one line per backend/trial, windows shaded."""
-    with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
+    g = _geometry(fmt)
+    with matplotlib.style.context("default"), matplotlib.rc_context(g["rc"]):
         colors = _backend_colors(backends)
         ncols = 2 if len(workloads) > 1 else 1
         nrows = max(1, math.ceil(len(workloads) / ncols))
-        height = 3.3 * nrows
-        fig = Figure(figsize=(11, height))
+        width, height = g["width"], g["row"] * nrows
+        fig = Figure(figsize=(width, height))
         axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
         # fixed margins in inches: constrained layout costs seconds per render
-        fig.subplots_adjust(left=0.7 / 11, right=1 - 0.2 / 11, bottom=0.55 / height, top=1 - 0.3 / height,
-                            wspace=0.18, hspace=0.42)
+        fig.subplots_adjust(left=0.7 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.3 / height,
+                            wspace=0.18 if fmt != "pdf" else 0.3, hspace=0.42 if fmt != "pdf" else 0.6)
         for ax, w in zip(axes, workloads):
             cell = [r for r in runs if r.key[0] == w]
             shaded = False
@@ -103,11 +116,11 @@ def timelines_figure(runs: list[Run], workloads: list[str], backends: list[str],
                 ax.text(0.5, 0.5, "no update evidence", transform=ax.transAxes, ha="center", va="center")
             ax.set_title(w)
             ax.set_xlabel("update")
-            ax.set_ylabel("completed_at (s since run start)")
+            ax.set_ylabel("completed_at (s since run start)" if fmt != "pdf" else "completed_at (s)")
             ax.xaxis.get_major_locator().set_params(integer=True)
             ax.grid(True, linewidth=0.4, alpha=0.6)
             if ax.get_legend_handles_labels()[0]:
-                ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
+                ax.legend(loc="upper left", fontsize=g["small"], framealpha=0.9)
         for ax in axes[len(workloads):]:
             ax.set_visible(False)
         return save(fig, fmt)
@@ -116,13 +129,18 @@ def timelines_figure(runs: list[Run], workloads: list[str], backends: list[str],
 def offered_figure(plan, workload: str, fmt: str = "png") -> bytes:
     """ECDFs of one workload's offered prompt, completion, tool observation and schema lengths."""
     lengths = offered_lengths(plan)
-    with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(11, 2.5))
+    g = _geometry(fmt)
+    with matplotlib.style.context("default"), matplotlib.rc_context(g["rc"]):
+        width, height = g["width"], g["offered_height"]
+        fig = Figure(figsize=(width, height))
         axes = fig.subplots(1, len(OFFERED_QUANTITIES), squeeze=False).ravel()
-        fig.subplots_adjust(left=0.6 / 11, right=1 - 0.2 / 11, bottom=0.5 / 2.5, top=1 - 0.3 / 2.5, wspace=0.22)
+        fig.subplots_adjust(left=0.6 / width, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - 0.45 / height,
+                            wspace=0.22 if fmt != "pdf" else 0.35)
         for ax, (q, label) in zip(axes, OFFERED_QUANTITIES):
             x = lengths[q]
-            ax.set_title(label, fontsize=8)
+            # four panels share the paper's line: each title on two lines, in the small size
+            title = label if fmt != "pdf" else label.replace(" (", "\n(")
+            ax.set_title(title, fontsize=g["font"] if fmt != "pdf" else g["small"])
             ax.set_xlabel("tokens")
             ax.grid(True, linewidth=0.4, alpha=0.6)
             if not len(x) or not np.any(x):
@@ -135,7 +153,7 @@ def offered_figure(plan, workload: str, fmt: str = "png") -> bytes:
             med = float(np.median(x))
             ax.axvline(med, color="C3", linestyle="--", linewidth=0.8)
             ax.text(0.97, 0.05, f"n={len(x)}\nmedian={med:g}", transform=ax.transAxes, ha="right",
-                    va="bottom", fontsize=7)
+                    va="bottom", fontsize=g["small"])
             ax.set_ylim(0, 1.02)
         axes[0].set_ylabel("fraction ≤ x")
         return save(fig, fmt)

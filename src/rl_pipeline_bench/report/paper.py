@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import paths
 from . import figures
-from .build import fmt_num
+from .build import fmt_num, fmt_when
 from .files import write_output
 from .latex import escape, latex_table
 
@@ -67,8 +67,17 @@ class PaperInputs:
 
 
 def num(v: Any) -> str:
-    """A rate or count in the HTML report's style; a missing value prints as an em dash (--- in TeX)."""
-    return fmt_num(v)
+    """A rate or count in the HTML report's style as TeX: never e-notation (1.2e-05 is $1.2\\times10^{-5}$)."""
+    text = fmt_num(v)
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    return f"${mantissa}\\times10^{{{int(exponent)}}}$"
+
+
+def count(v: Any) -> str:
+    """A whole number with its thousands set apart by thin spaces (1\\,048\\,576), as a byte count reads."""
+    return f"{int(v):,}".replace(",", "\\,")
 
 
 def _with_ci(mean, low, high) -> str | None:
@@ -97,38 +106,75 @@ def _stats_rows(stats: pd.DataFrame, rate: str) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
-def headline_table(p: PaperInputs) -> str:
+def _rates_with_cv(p: PaperInputs, rates: tuple[str, str], caption: str, label: str) -> str:
+    """Two rates per workload x backend: mean [CI] and the CV of each, as the HTML report shows them."""
     stats = p.tables["trial_stats"]
-    traj = _stats_rows(stats, "headline_trajectories_per_s")
-    tok = _stats_rows(stats, "headline_assistant_tokens_per_s")
-    df = traj[["workload", "backend", "trials_text"]].assign(traj=traj["value"], tok=tok["value"])
+    first, second = (_stats_rows(stats, r) for r in rates)
+    df = first[["workload", "backend", "trials_text"]].assign(
+        traj=first["value"], traj_cv=first["cv"], tok=second["value"], tok_cv=second["cv"])
     conf = _confidence(stats)
     return latex_table(df, {"workload": "workload", "backend": "backend", "trials_text": "valid/trials",
-                            "traj": "trajectories/s", "tok": "assistant tokens/s"}, align="llrrr",
-                       caption=f"Headline end-to-end throughput: mean over valid trials [{conf} bootstrap CI].",
-                       label="tab:headline", empty="No runs.")
+                            "traj": f"traj./s [{conf} CI]", "traj_cv": "CV traj.",
+                            "tok": f"asst. tokens/s [{conf} CI]", "tok_cv": "CV tokens"},
+                       formats={"traj_cv": _pct, "tok_cv": _pct}, align="llrrrrr", caption=caption, label=label,
+                       empty="No runs.")
+
+
+def headline_table(p: PaperInputs) -> str:
+    return _rates_with_cv(p, ("headline_trajectories_per_s", "headline_assistant_tokens_per_s"),
+                          "Headline end-to-end throughput: mean over valid trials [bootstrap CI] and the "
+                          "coefficient of variation over trials. The next table says what changes how each row "
+                          "reads.", "tab:headline")
 
 
 def measured_table(p: PaperInputs) -> str:
-    from .stats import StatsSettings, describe
+    return _rates_with_cv(p, ("measured_trajectories_per_s", "measured_assistant_tokens_per_s"),
+                          "Measured-window end-to-end throughput: mean over valid trials [bootstrap CI] and the "
+                          "coefficient of variation over trials.", "tab:measured")
 
-    runs = p.tables["runs"]
+
+def notes_table(p: PaperInputs) -> str:
+    """The caveats of every headline row, in the HTML report's words (report.reading): trials left out,
+    too few trials, noisy rates, a headline window that measured a drain."""
+    from . import reading
+    from .build import _SHORT_RATES
+    from .stats import HEADLINE_RATES, StatsSettings
+
     settings = p.stats_settings or StatsSettings()
+    stats = p.tables["trial_stats"]
     rows = []
-    for (w, b), cell in runs.groupby(["workload", "backend"], sort=False):
-        valid = cell[cell["valid"].astype(bool)]
-        out = {"workload": w, "backend": b, "trials_text": f"{len(valid)}/{len(cell)}"}
-        for col in ("measured_trajectories_per_s", "measured_assistant_tokens_per_s"):
-            d = describe(valid[col].tolist(), settings)
-            out[col] = _with_ci(d["mean"], d["ci_low"], d["ci_high"])
-        rows.append(out)
-    df = pd.DataFrame(rows, columns=["workload", "backend", "trials_text", "measured_trajectories_per_s",
-                                     "measured_assistant_tokens_per_s"])
+    for (w, b), cell in stats.groupby(["workload", "backend"], sort=False):
+        judged = [r for r in cell.to_dict("records") if r["rate"] in dict(HEADLINE_RATES)]
+        runs = [r for r in p.runs if r.key[0] == w and r.key[1] == b]
+        notes = reading.cell_notes(runs, judged, settings, _SHORT_RATES)
+        rows.append({"workload": w, "backend": b, "trials_text": f"{int(cell['valid_trials'].iloc[0])}/"
+                     f"{int(cell['trials'].iloc[0])}", "notes": "; ".join(n["text"] for n in notes) or "none"})
+    df = pd.DataFrame(rows, columns=["workload", "backend", "trials_text", "notes"])
     return latex_table(df, {"workload": "workload", "backend": "backend", "trials_text": "valid/trials",
-                            "measured_trajectories_per_s": "trajectories/s",
-                            "measured_assistant_tokens_per_s": "assistant tokens/s"}, align="llrrr",
-                       caption="Measured-window end-to-end throughput: mean over valid trials [bootstrap CI].",
-                       label="tab:measured", empty="No runs.")
+                            "notes": "what changes how the row reads"}, align="llr" + _wrapped(0.55),
+                       caption=f"Noise warnings and caveats per headline row (a CV above "
+                               f"{100 * settings.cv_bound:.0f} %, fewer than {settings.min_trials} valid trials, "
+                               "invalid trials left out, generation that stopped before the headline window ended).",
+                       label="tab:notes", empty="No runs.")
+
+
+def activity_table(p: PaperInputs) -> str:
+    """Rollout activity in each run's headline window: whether the headline rate is a steady-state rate."""
+    act = p.tables["activity"].copy()
+    act["warning_codes"] = [", ".join(sorted({w.split(":", 1)[0].strip() for w in str(x).split(" | ") if w.strip()}))
+                            or "none" for x in act["warnings"].fillna("")]
+    act["in_flight"] = [None if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+                        else ("yes" if v else "no") for v in act["in_flight_at_end"]]
+    return latex_table(act, {"workload": "workload", "backend": "backend", "trial": "trial",
+                             "headline_window_s": "window s", "busy_share": "busy share",
+                             "calls_finished": "calls finished", "in_flight": "in flight at end",
+                             "idle_tail_s": "idle tail s", "warning_codes": "warnings"},
+                       formats={"headline_window_s": num, "busy_share": _pct, "idle_tail_s": num},
+                       align="llrrrrlrl",
+                       caption="Rollout activity in the headline window: the share of it with a model call in "
+                               "flight, calls finished in it, and the idle tail before its end. "
+                               "generation_stopped_early means the window measured a drain.",
+                       label="tab:activity", empty="No runs.", small=True)
 
 
 def trainer_table(p: PaperInputs) -> str:
@@ -143,14 +189,19 @@ def trainer_table(p: PaperInputs) -> str:
 
 
 def comparisons_table(p: PaperInputs) -> str:
+    from . import reading
+    from .stats import StatsSettings
+
     comp = p.tables["comparisons"]
     rows = comp.copy()
     rows["ratio_text"] = [_ci_ratio(r, lo, hi) for r, lo, hi in zip(rows["ratio"], rows["ci_low"], rows["ci_high"])]
     rows["pair"] = [f"{b} / {base}" for b, base in zip(rows["backend"], rows["baseline"])]
     return latex_table(rows, {"workload": "workload", "pair": "backends", "label": "rate", "ratio_text": "ratio [CI]",
-                              "p_value": "Mann-Whitney p"}, formats={"p_value": lambda v: f"{float(v):.3g}"},
-                       align="lllrr", caption="Ratios between backends (ratio of means, bootstrap CI) and the "
-                                              "two-sided Mann-Whitney U test over valid trials.",
+                              "p_value": "Mann-Whitney p", "verdict": "verdict"},
+                       formats={"p_value": lambda v: f"{float(v):.3g}"},
+                       align="lllrrl", caption="Ratios between backends (ratio of means, bootstrap CI), the "
+                                               "two-sided Mann-Whitney U test over valid trials, and the verdict. "
+                                               + reading.comparison_rule(p.stats_settings or StatsSettings()),
                        label="tab:comparisons", empty="Only one backend: no ratios.")
 
 
@@ -194,7 +245,7 @@ def validation_table(p: PaperInputs) -> str:
 
 
 #: Unit words of the CSV column names, as the HTML report writes them.
-_UNITS = {"gbps": "GB/s", "tflops": "TFLOP/s", "pct": "%", "mib": "MiB", "us": "(us)", "w": "W", "mhz": "MHz"}
+_UNITS = {"gbps": "GB/s", "tflops": "TFLOP/s", "pct": "%", "mib": "MiB", "us": "(µs)", "w": "W", "mhz": "MHz"}
 
 
 def header_text(column: str) -> str:
@@ -226,7 +277,7 @@ PAPER_COLUMNS: dict[str, dict[str, tuple[str, float | None]]] = {
                            "device_name": ("device", 0.12), "mfu_datasheet": ("MFU (datasheet)", 0.08),
                            "mfu_measured": ("MFU (measured)", 0.08)},
     "allreduce": {"label": ("probe", None), "backend": ("backend", None), "world_size": ("ranks", None),
-                  "dtype": ("dtype", None), "bytes": ("bytes", None), "time_us": ("time (us)", None),
+                  "dtype": ("dtype", None), "bytes": ("bytes", None), "time_us": ("time (µs)", None),
                   "algbw_gbps": ("algbw GB/s", None), "busbw_gbps": ("busbw GB/s", None)},
     "allreduce_expectations": {"label": ("probe", None), "expectation": ("expectation", 0.15),
                                "expected": ("expected", 0.12),
@@ -274,6 +325,7 @@ def frame_table(df: pd.DataFrame, caption: str, label: str, drop: tuple[str, ...
     # A column with no value in any row says nothing here (it stays in the CSV).
     columns = {c: spec for c, spec in columns.items() if c in df.columns and (df.empty or df[c].notna().any())}
     formats = {c: num for c in columns if pd.api.types.is_float_dtype(df[c])}
+    formats |= {c: count for c in columns if c.endswith("bytes") and pd.api.types.is_integer_dtype(df[c])}
     formats |= {c: _yes_no for c in columns if _booleans(df[c])}
     align = "".join(_wrapped(w) if w else ("r" if c in formats else "l") for c, (_, w) in columns.items())
     notes = []
@@ -292,9 +344,11 @@ def frame_table(df: pd.DataFrame, caption: str, label: str, drop: tuple[str, ...
 #: The throughput tables, in the paper's order: (file stem, builder, tables it needs).
 THROUGHPUT_TABLES: tuple[tuple[str, Callable[[PaperInputs], str], tuple[str, ...]], ...] = (
     ("headline", headline_table, ("trial_stats",)),
-    ("measured", measured_table, ("runs",)),
+    ("notes", notes_table, ("trial_stats",)),
+    ("measured", measured_table, ("trial_stats",)),
     ("trainer", trainer_table, ("trial_stats",)),
     ("comparisons", comparisons_table, ("comparisons",)),
+    ("activity", activity_table, ("activity",)),
     ("validation", validation_table, ("runs",)),
 )
 
@@ -344,6 +398,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False,
     )
     env.filters["tex"] = escape
+    env.filters["when"] = fmt_when
     return env.get_template("paper.tex.j2")
 
 

@@ -253,16 +253,26 @@ def _rate_values(cell: list[Run], column: str) -> list[float | None]:
     return [_num(get(r.summary, *path)) for r in cell]
 
 
+#: The measured-window rates, described over trials beside the headline ones (not judged for noise).
+MEASURED_RATES = (
+    ("measured_trajectories_per_s", "measured trajectories/s"),
+    ("measured_assistant_tokens_per_s", "measured assistant tokens/s"),
+)
+
+
 def trial_stats_table(runs: list[Run], workloads: list[str], backends: list[str], settings) -> pd.DataFrame:
-    """Per workload x backend x headline rate: trials, valid trials, mean, std, CV, bootstrap CI, warnings."""
+    """Per workload x backend x rate: trials, valid trials, mean, std, CV, bootstrap CI, warnings.
+
+    The headline rates are judged (noise warnings); the measured-window rates are described too."""
     from . import stats
 
     rows = []
     for w, b, cell, valid in _cells(runs, workloads, backends):
-        described = {c: stats.describe(_rate_values(valid, c), settings) for c, _ in stats.HEADLINE_RATES}
+        described = {c: stats.describe(_rate_values(valid, c), settings)
+                     for c, _ in (*stats.HEADLINE_RATES, *MEASURED_RATES)}
         warnings = stats.noise_warnings(len(valid), {label: described[c]["cv"] for c, label in stats.HEADLINE_RATES},
                                         settings)
-        for c, label in stats.HEADLINE_RATES:
+        for c, label in (*stats.HEADLINE_RATES, *MEASURED_RATES):
             d = described[c]
             rows.append({
                 "workload": w, "backend": b, "rate": c, "label": label, "trials": len(cell),
@@ -276,8 +286,9 @@ def trial_stats_table(runs: list[Run], workloads: list[str], backends: list[str]
 
 
 def comparisons_table(runs: list[Run], workloads: list[str], backends: list[str], settings) -> pd.DataFrame:
-    """Each backend against the baseline (first backend), per workload and headline rate, over valid trials."""
-    from . import stats
+    """Each backend against the baseline (first backend), per workload and headline rate, over valid trials,
+    with its verdict (report.reading: resolved or not resolved, and why not)."""
+    from . import reading, stats
 
     rows = []
     if len(backends) >= 2:
@@ -292,10 +303,12 @@ def comparisons_table(runs: list[Run], workloads: list[str], backends: list[str]
                 for c, label in stats.HEADLINE_RATES:
                     d = stats.compare(_rate_values(cells[(w, b)], c), _rate_values(cells[(w, base)], c), settings)
                     note = "" if d["p_value"] is not None else "rank test needs at least 2 valid trials per backend"
+                    word, why = reading.verdict(d, settings)
                     rows.append({"workload": w, "backend": b, "baseline": base, "rate": c, "label": label, **d,
-                                 "confidence": settings.confidence, "note": note})
+                                 "confidence": settings.confidence, "note": note, "verdict": word,
+                                 "verdict_reasons": " | ".join(why)})
     cols = ["workload", "backend", "baseline", "rate", "label", "n", "n_baseline", "ratio", "ci_low", "ci_high",
-            "confidence", "mannwhitney_u", "p_value", "note"]
+            "confidence", "mannwhitney_u", "p_value", "note", "verdict", "verdict_reasons"]
     return _frame(rows, cols, ["n", "n_baseline"])
 
 

@@ -1,18 +1,19 @@
-"""Cheap checks of the machine before a suite's first heavy step, the model download.
+"""Whether this machine can run what a workflow is about to run, checked once, before its first job.
 
-A full-scale suite on a machine that cannot run it should not start a 35B-parameter
-download first and fail hours later. Before the model identity job would fetch a Hub
-snapshot (rules/model.smk, checked at DAG time in rules/common.smk) these checks run,
-all of them, and their findings become one error listing everything that is missing
-(one line each):
+A suite that cannot run here should stop before anything starts, not at the first lease,
+the image build or a 35B-parameter download hours later. Snakemake's `onstart` hook
+(rules/readiness.smk) hands over what its planned jobs need; these checks run, all of
+them, and their findings become one block: every problem on one line, its fix under it.
+A dry run (`snakemake -n`) has no onstart and plans anywhere.
 
-- GPUs: the suite's `gpus` NVIDIA devices through NVML (or, under the SLURM executor,
-  a node whose GPU gres has that many, through `sinfo`), every GPU of its `gpu_sets`, and,
-  when the suite names a `gpu_kind` (the comparison suite: H200), that kind for each of
-  them (NVML's device name; SLURM's gres type where the cluster gives one);
-- a Docker-API container engine at DOCKER_HOST, for `runtime: container` suites;
-- the Hugging Face Hub reachable (the pinned revision's file list, with sizes);
-- free disk under the HF_HOME for those files.
+- GPUs, for jobs that take the `gpu` resource: the suite's `gpus` NVIDIA devices through
+  NVML (or, under the SLURM executor, a node whose GPU gres has that many, through
+  `sinfo`), every GPU of its `gpu_sets`, and, when the suite names a `gpu_kind` (the
+  comparison suite: H200), that kind for each of them (NVML's device name; SLURM's gres
+  type where the cluster gives one);
+- a Docker-API container engine at DOCKER_HOST, for image builds and container runs;
+- for a Hub model that is not in HF_HOME yet: the Hugging Face Hub reachable (the pinned
+  revision's file list, with sizes) and free disk under the HF_HOME for those files.
 """
 
 from __future__ import annotations
@@ -34,6 +35,22 @@ class NotReady(RuntimeError):
     """What a suite needs and this machine lacks, as one message."""
 
 
+class Problem(str):
+    """One thing this machine lacks (the text), with what to do about it (`fix`)."""
+
+    fix: str
+
+    def __new__(cls, text: str, fix: str) -> "Problem":
+        problem = super().__new__(cls, text)
+        problem.fix = fix
+        return problem
+
+
+def _gpu_fix(needed: int, kind: str) -> str:
+    return (f"run this suite on a machine with {needed} {kind or 'NVIDIA'} GPU(s) (`uv run bench gpus` lists "
+            "this machine's), or pick one this machine can run: `--config suite=smoke` runs on the CPU")
+
+
 def gpu_problems(suite: Mapping[str, Any], executor: str) -> list[str]:
     """Missing GPUs for the suite's runs, as seen from where they will run."""
     needed = int(suite.get("gpus") or 0)
@@ -49,22 +66,27 @@ def gpu_problems(suite: Mapping[str, Any], executor: str) -> list[str]:
     try:
         inventory = query_inventory()
     except InventoryError as exc:
-        return [f"no GPU: the suite needs {needed} NVIDIA GPU(s) and NVML answers none here ({exc})"]
+        return [Problem(f"no GPU: the suite needs {needed} NVIDIA GPU(s) and NVML answers none here ({exc})",
+                        _gpu_fix(needed, kind))]
     found = inventory.gpus
     if len(found) < needed:
         names = ", ".join(sorted({g.name for g in found})) or "none"
-        return [f"too few GPUs: the suite needs {needed}, NVML lists {len(found)} ({names})"]
+        return [Problem(f"too few GPUs: the suite needs {needed}, NVML lists {len(found)} ({names})",
+                        _gpu_fix(needed, kind))]
     listed = ", ".join(f"{g.index} {g.name}" for g in found)
     by_id = {str(g.index): g for g in found} | {g.uuid: g for g in found}
     wanted = [d.strip() for s in suite.get("gpu_sets") or [] for d in str(s).split(",")] \
         or [str(g.index) for g in found[:needed]]
     absent = sorted(set(wanted) - set(by_id))
     if absent:
-        return [f"GPU(s) {', '.join(absent)} of the suite's gpu_sets are not on this machine (NVML lists {listed})"]
+        return [Problem(f"GPU(s) {', '.join(absent)} of the suite's gpu_sets are not on this machine (NVML lists {listed})",
+                        "name GPUs of this machine: `bench run --suite NAME --gpus SET`, or the suite's gpu_sets")]
     other = sorted({f"{by_id[d].index} {by_id[d].name}" for d in wanted if not _is_kind(by_id[d].name, kind)})
     if other:
-        return [f"wrong GPU kind: the suite's throughput contract is for {kind} GPUs; "
-                f"{len(other)} of the {len(set(wanted))} it would use are not ({', '.join(other)})"]
+        return [Problem(f"wrong GPU kind: the suite's throughput contract is for {kind} GPUs; "
+                        f"{len(other)} of the {len(set(wanted))} it would use are not ({', '.join(other)})",
+                        f"name {kind} GPUs of this machine (`bench run --suite NAME --gpus SET`), or run on one "
+                        f"with {needed} of them")]
     return []
 
 
@@ -73,35 +95,43 @@ def _is_kind(name: str, kind: str) -> bool:
     return kind.lower() in name.lower()
 
 
+_NO_SLURM_FIX = "run where SLURM's `sinfo` answers, or leave out --profile profiles/slurm"
+
+
+def _slurm_fix(needed: int, kind: str) -> str:
+    return (f"submit to a partition whose nodes have {needed} {kind or 'GPU'} GPU gres "
+            "(RL_BENCH_SLURM_PARTITION; docs/cluster.md)")
+
+
 def _slurm_gpu_problems(needed: int, kind: str) -> list[str]:
     try:
         proc = subprocess.run(["sinfo", "--noheader", "--format=%G"], capture_output=True, text=True,
                               timeout=NETWORK_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"no SLURM: `sinfo` cannot be run ({exc})"]
+        return [Problem(f"no SLURM: `sinfo` cannot be run ({exc})", _NO_SLURM_FIX)]
     if proc.returncode != 0:
-        return [f"no SLURM: `sinfo` failed ({(proc.stderr or proc.stdout).strip()})"]
+        return [Problem(f"no SLURM: `sinfo` failed ({(proc.stderr or proc.stdout).strip()})", _NO_SLURM_FIX)]
     gres = [(m["kind"], int(m["count"])) for line in proc.stdout.split() for m in _GRES_GPUS.finditer(line)]
     most = max((n for _, n in gres), default=0)
     if most < needed:
-        return [f"no SLURM node with {needed} GPUs: the most GPU gres a node has (sinfo) is {most}"]
+        return [Problem(f"no SLURM node with {needed} GPUs: the most GPU gres a node has (sinfo) is {most}",
+                        _slurm_fix(needed, kind))]
     # A gres without a type says nothing of the kind; the run's own NVML inventory records it.
     typed = [(k, n) for k, n in gres if k]
     if kind and typed and not any(n >= needed and _is_kind(k, kind) for k, n in typed):
-        return [f"no SLURM node with {needed} {kind} GPUs: the typed GPU gres (sinfo) are "
-                f"{', '.join(sorted({f'gpu:{k}:{n}' for k, n in typed}))}"]
+        return [Problem(f"no SLURM node with {needed} {kind} GPUs: the typed GPU gres (sinfo) are "
+                        f"{', '.join(sorted({f'gpu:{k}:{n}' for k, n in typed}))}", _slurm_fix(needed, kind))]
     return []
 
 
-def engine_problems(suite: Mapping[str, Any]) -> list[str]:
-    if suite.get("runtime") != "container":
-        return []
-    from ..provenance.images import ImageError, engine_client
+def engine_problems() -> list[str]:
+    """A Docker-API engine at DOCKER_HOST (image builds, container runs)."""
+    from ..provenance.images import ENGINE_FIX, EngineUnreachable, engine_client
 
     try:
         engine_client(timeout=NETWORK_TIMEOUT_S).close()
-    except ImageError as exc:
-        return [f"no container engine: {exc}"]
+    except EngineUnreachable as exc:
+        return [Problem(f"no container engine: {exc.reason}", ENGINE_FIX)]
     return []
 
 
@@ -111,29 +141,46 @@ def snapshot_problems(repo_id: str, revision: str, hf_home: Path | str) -> list[
 
     hub = Path(hf_home) / "hub"
     if hub_offline():
-        return [f"offline (HF_HUB_OFFLINE=1) and {repo_id}@{revision} is not in {hub}: "
-                "pass --config hf_cache=PATH naming an HF_HOME that holds it"]
+        return [Problem(f"offline (HF_HUB_OFFLINE=1) and {repo_id}@{revision} is not in {hub}",
+                        "unset HF_HUB_OFFLINE to download it, or pass --config hf_cache=PATH naming an HF_HOME that "
+                        "holds it")]
     from huggingface_hub import HfApi
 
     try:
         info = HfApi().model_info(repo_id, revision=revision, files_metadata=True, timeout=NETWORK_TIMEOUT_S)
     except Exception as exc:  # any failure to get the file list is "not reachable", named
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return [f"no Hub: cannot reach the Hugging Face Hub for {repo_id}@{revision} ({first}): give this machine "
-                "network access to it, or pass --config hf_cache=PATH naming an HF_HOME that holds the pinned revision"]
+        return [Problem(f"no Hub: cannot reach the Hugging Face Hub for {repo_id}@{revision} ({first})",
+                        "give this machine network access to the Hub, or pass --config hf_cache=PATH naming an "
+                        "HF_HOME that holds the pinned revision")]
     needed = sum(s.size or 0 for s in info.siblings or [])
     existing = next(p for p in [hub, *hub.parents] if p.exists())
     free = shutil.disk_usage(existing).free
     if free < needed:
-        return [f"not enough disk: {repo_id}@{revision} is {needed / 1e9:.1f} GB, {free / 1e9:.1f} GB free at {existing}"]
+        return [Problem(f"not enough disk: {repo_id}@{revision} is {needed / 1e9:.1f} GB, {free / 1e9:.1f} GB free at "
+                        f"{existing}", "free that much there, or pass --config hf_cache=PATH on a disk with room")]
     return []
 
 
-def check_before_download(suite_name: str, suite: Mapping[str, Any], model: Mapping[str, Any],
-                          hf_home: Path | str, executor: str) -> None:
-    """Raise NotReady naming everything missing before `model`'s snapshot is downloaded for a suite."""
-    problems = gpu_problems(suite, executor) + engine_problems(suite)
-    problems += snapshot_problems(model["repo_id"], model["revision"], hf_home)
-    if problems:
-        raise NotReady(f"suite {suite_name} cannot run on this machine, so {model['repo_id']} was not downloaded:\n"
-                       + "\n".join(f"  - {p}" for p in problems))
+def workflow_problems(gpu_suites: list[Mapping[str, Any]], engine: bool, downloads: list[Mapping[str, Any]],
+                      executor: str) -> list[Problem]:
+    """Everything missing for the planned jobs: the GPUs of each suite whose jobs take GPUs, a container
+    engine when an image is built or run, the Hub and disk for each model to download (repo_id,
+    revision, hf_home). Each problem once, in that order."""
+    problems: list[Problem] = []
+    for suite in gpu_suites:
+        problems += gpu_problems(suite, executor)
+    if engine:
+        problems += engine_problems()
+    for model in downloads:
+        problems += snapshot_problems(model["repo_id"], model["revision"], model["hf_home"])
+    return list(dict.fromkeys(problems))
+
+
+def not_ready(what: str, problems: list[Problem]) -> NotReady:
+    """One block: what cannot run, each problem and under it its fix."""
+    lines = [f"{what} cannot run on this machine; nothing was started:"]
+    for p in problems:
+        lines += [f"  - {p}", f"    fix: {p.fix}"]
+    lines.append("(`snakemake -n ...` still shows what would run.)")
+    return NotReady("\n".join(lines))

@@ -11,7 +11,6 @@ import os
 import shlex
 import sys
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,9 @@ import pandas as pd
 from ..evidence import attempts, progress
 from . import image_runs
 from ..plan import workloads as wl
+from ..plan.workloads import WorkloadSpec
 from .. import backends
+from ..backends.context import RunContext
 from ..records.atomicfile import atomic_write_json
 from ..records.configfile import ConfigError, check_member
 from ..evidence.store import RUN_LOG, EvidenceWriter
@@ -39,43 +40,6 @@ RUN_SCHEMA = schema_of("run")
 
 class RunRecordExists(ConfigError):
     """The run.json a run was told to write already records another run."""
-
-
-@dataclass
-class RunContext:
-    """Everything a backend needs; backends write evidence only through `writer`.
-
-    `run_spec` is the resolved run spec (its typed views: contract, model, the
-    backend's own settings, suite keys); `spec` is the workload spec of this run's
-    workload; `contract` is what the manifest records (the settings plus the trainer
-    ranks and offered plan shape). `plan` holds the trained updates 1..trained_updates plus the extra offered ones
-    after them: a backend offers all of it to its rollout, trains only the first
-    `trained_updates`, and records calls of later updates with accepted=False
-    (rl_pipeline_bench.backends.framework.rollout.accepted_for_update).
-    """
-
-    run_spec: RunSpec
-    backend: str
-    workload: str
-    spec: Any
-    trial: int
-    plan: pd.DataFrame
-    model: dict[str, Any]
-    writer: EvidenceWriter
-    contract: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def log(self):
-        return self.writer.logger
-
-    @property
-    def device(self) -> str:
-        return self.run_spec.device
-
-    @property
-    def trained_updates(self) -> int:
-        """N: the updates this run trains and records in updates.parquet."""
-        return self.run_spec.trained_updates
 
 
 def load_model_record(path: Path) -> dict[str, Any]:
@@ -117,16 +81,16 @@ def _slurm_fields() -> dict[str, Any]:
     return {"slurm": job.to_dict() if job else None}
 
 
-def offered_plan_for(run_spec: RunSpec, workload: str, plan_path: Path | None = None) -> tuple[Any, pd.DataFrame]:
+def offered_plan_for(run_spec: RunSpec, workload: str, plan_path: Path | None = None) -> tuple[WorkloadSpec, pd.DataFrame]:
     """The workload spec and offered plan of a run; a given plan file must belong to this spec."""
-    spec, fresh, _ = wl.spec_plan(run_spec, workload)
+    workload_spec, fresh, _ = wl.spec_plan(run_spec, workload)
     if plan_path is None or not Path(plan_path).exists():
-        return spec, fresh
+        return workload_spec, fresh
     meta = wl.read_plan_meta(plan_path)
     if meta.get("spec_hash") != run_spec.hash:
         raise SpecError(f"offered plan {plan_path} was written for spec hash {meta.get('spec_hash')}, "
                         f"but this run is spec {run_spec.id} (hash {run_spec.hash})")
-    return spec, wl.read_plan(plan_path)
+    return workload_spec, wl.read_plan(plan_path)
 
 
 def execute_run(
@@ -172,13 +136,14 @@ def execute_run(
     from ..models.identity import check_model_record
 
     check_model_record(model, run_spec.settings["model"], f"model record {model_record}")  # the spec's model, no other
-    spec, plan = offered_plan_for(run_spec, workload, plan_path)
+    workload_spec, plan = offered_plan_for(run_spec, workload, plan_path)
     contract = dict(run_spec.settings["contract"])
     contract["trainer_ranks"] = [int(r) for r in descriptor.trainer_ranks(run_spec)]
-    contract["offered_trajectories_per_update"] = int(spec.trajectories_per_update)
+    contract["offered_trajectories_per_update"] = int(workload_spec.trajectories_per_update)
     # The plan's identities per update, which the summary reconciles the calls with.
-    contract["offered_plan"] = {"groups_per_update": int(spec.groups_per_update), "group_size": int(spec.group_size),
-                                "calls_per_trajectory": int(spec.new_calls)}
+    contract["offered_plan"] = {"groups_per_update": int(workload_spec.groups_per_update),
+                                "group_size": int(workload_spec.group_size),
+                                "calls_per_trajectory": int(workload_spec.new_calls)}
 
     root = Path(evidence_dir_root or evidence_root(ROOT))
     index = Path(attempts_index) if attempts_index is not None else attempts.index_for(root)
@@ -218,7 +183,7 @@ def execute_run(
         "runtime": run_spec.runtime,
         "provenance": identity,
         "device": run_spec.device,
-        "scale": spec.scale,
+        "scale": workload_spec.scale,
         "seed": run_spec.seed,
         **_lease_fields(),
         **_slurm_fields(),
@@ -233,10 +198,15 @@ def execute_run(
     total_updates = run_spec.trained_updates
     # The backend's own variables (its descriptor) are recorded beside the common ones.
     register_run_variables(descriptor.run_variables, descriptor.env_prefixes)
-    writer = EvidenceWriter(root, run_id, manifest, on_update=progress.update_printer(label, total_updates),
-                            env_prefixes=descriptor.env_prefixes)
+    done = {"updates": 0}  # for the line a stopped run ends with
+
+    def on_update(row: dict) -> None:
+        done["updates"] = int(row["update"])
+        printer(row)
+
+    printer = progress.update_printer(label, total_updates)
+    writer = EvidenceWriter(root, run_id, manifest, on_update=on_update, env_prefixes=descriptor.env_prefixes)
     attempts.append_event(index, "started", run_id, **attempts.started_fields(writer.manifest, writer.path))
-    print(f"bench: evidence for run {run_id} -> {writer.path}", flush=True)
     progress.emit(f"{label}: started, {total_updates} updates; evidence in {writer.path}")
 
     def record_end() -> None:
@@ -244,7 +214,7 @@ def execute_run(
         attempts.append_event(index, "finished", run_id, status=m["status"], finished_at=m["finished_at"],
                               error=attempts.error_gist(m.get("error")))
 
-    ctx = RunContext(run_spec, backend, workload, spec, trial, plan, model, writer, contract)
+    ctx = RunContext(run_spec, backend, workload, workload_spec, trial, plan, model, writer, contract)
     try:
         if identity["runtime"] == "container":
             _refuse_unproven_image(identity)
@@ -256,19 +226,31 @@ def execute_run(
         writer.logger.error("run failed: %s", exc)
         writer.finish("failed", error="".join(traceback.format_exception(exc)))
         record_end()
-        print(f"bench: run {run_id} FAILED ({redact_text(str(exc))}); evidence kept in {writer.path}", file=sys.stderr, flush=True)
-        progress.emit(f"{label}: FAILED after {writer.clock():.0f} s (log: {writer.path / RUN_LOG})")
-        if isinstance(exc, KeyboardInterrupt):
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        what = "interrupted" if interrupted else f"FAILED ({redact_text(str(exc)) or type(exc).__name__})"
+        progress.emit(f"{label}: {what} after {writer.clock():.0f} s at update {done['updates']}/{total_updates}; "
+                      f"evidence kept in {writer.path} (log: {writer.path / RUN_LOG})")
+        if interrupted:
             raise
         return 1
     writer.finish("completed")
     record_end()
-    progress.emit(f"{label}: completed in {writer.clock():.0f} s")
+    progress.emit(f"{label}: completed in {writer.clock():.0f} s: {_rates(writer.path)}")
     if run_json is not None and _record_run(Path(run_json), run_id, writer.path, run_spec, backend, workload, trial,
                                             replace_run_json):
         return 1
     print(f"bench: run {run_id} completed; evidence in {writer.path}", flush=True)
     return 0
+
+
+def _rates(evidence_dir: Path) -> str:
+    """The finished run's rates, from the contract's own summary of its evidence (the summary job's numbers)."""
+    from ..contract.summary import summarize
+
+    try:
+        return progress.rates_text(summarize(evidence_dir))
+    except Exception as exc:  # the rates line is a courtesy: the summary job reports any real problem
+        return f"rates not computed here ({type(exc).__name__}); `bench summarize {evidence_dir}` gives them"
 
 
 def _refuse_unproven_image(identity: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ def suite_of_run(args, overrides: dict) -> str | None:
         return args.suite
     from ..settings.config import load_config
 
-    config = load_config(args.config, overrides, args.configfile)
+    config = load_config(CONFIG_PATH, overrides, args.configfile)
     suites = config["suites"]
 
     def has_run(name: str) -> bool:
@@ -62,7 +62,7 @@ def snakemake_argv(targets: list[str], spec, args) -> list[str]:
     argv = [sys.executable, "-m", "snakemake", "--cores", "1", *targets]
     for f in args.configfile:
         argv += ["--configfile", str(f)]
-    config = [f"suite={spec.suite_name}", *args.set]  # one --config: Snakemake keeps only the last one given
+    config = [f"suite={spec.suite_name}", *args.config]  # one --config: Snakemake keeps only the last one given
     resources: list[str] = []
     if args.gpus:
         item, resources = gpu_settings(spec.suite_name, int(spec.settings["gpus"]), args.gpus)
@@ -86,9 +86,6 @@ def _refuse_outside_workflow(args) -> None:
     if args.spec is not None:
         raise ConfigError("run: --spec is for a single run inside the workflow; "
                           "drop it (the workflow resolves the spec from the config)")
-    if Path(args.config).resolve() != CONFIG_PATH.resolve():
-        raise ConfigError(f"run: the workflow reads {CONFIG_PATH.name}; give {args.config} as --configfile "
-                          "instead of --config")
 
 
 def run_through_workflow(args, spec) -> int:

@@ -21,6 +21,7 @@ import yaml
 from ..records.configfile import NOT_A_MAPPING, ConfigError, read_config_file
 from .rules import contract_problem, device_gpus_problem, model_source_problem
 from ..paths import CONFIG_PATH, SCHEMA_PATH
+from .overrides import merge_config, type_strings
 
 _SAFE_NAME_HELP = "not a safe name (a name that becomes a path: letters, digits, '.', '_', '-', starting with a letter or digit, at most 64 characters)"
 
@@ -97,14 +98,19 @@ def schema_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
 
 
 def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:
-    """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key."""
+    """Validate against the JSON schema plus cross-field rules; raise ConfigError naming the key.
+
+    Strings typed on a command line become the values they spell where the schema asks for a
+    number, boolean or null (settings.overrides.type_strings), in place: the workflow's config too.
+    """
     if not isinstance(config, dict):
         raise ConfigError(f"{NOT_A_MAPPING} (got a {type(config).__name__})")
+    schema = config_schema(schema_path)
+    validator = schema_validator(schema)
+    type_strings(config, validator)  # `--config 'suites={smoke: {trials: 2}}'`: Snakemake passes '2'
     non_finite = non_finite_keys(config)
     if non_finite:
         raise invalid_configuration(non_finite)
-    schema = config_schema(schema_path)
-    validator = schema_validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         name_pattern = schema.get("$defs", {}).get("name", {}).get("pattern")
@@ -189,18 +195,16 @@ def check_options(values: dict[str, Any], section: str, flags: dict[str, str]) -
 
 def load_config(path: Path | str = CONFIG_PATH, overrides: dict[str, Any] | None = None,
                 configfiles: Iterable[Path | str] = ()) -> dict[str, Any]:
-    """Read config.yaml, merge configfiles over it, apply top-level overrides, validate.
+    """Read config.yaml, merge configfiles over it, then the `--config` overrides, validate.
 
-    The same order and merge as `snakemake --configfile F --config k=v` (Snakemake's own
-    update_config: nested mappings merge, anything else replaces), so a command given the
-    same files resolves the spec the workflow resolves.
+    The same order and merge as `snakemake --configfile F --config k=v` (nested mappings
+    merge, anything else replaces: settings.overrides.merge_config), so a command given the
+    same words resolves the spec the workflow resolves.
     """
     config = read_config_file(path)
     for configfile in configfiles:
-        from snakemake.utils import update_config  # only here: a framework venv may lack Snakemake
-
-        update_config(config, read_config_file(configfile))
-    config.update(overrides or {})
+        merge_config(config, read_config_file(configfile))
+    merge_config(config, overrides or {})
     return validate_config(config)
 
 

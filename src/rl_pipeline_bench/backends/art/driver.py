@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..framework.async_signals import run_until_signalled
+from ..framework.driver import driver_opening
 from ..framework.rollout import evidence_rows, run_trajectory, synthetic_reward
-from ..suite_checks import preflight
 from . import metrics
 from .config import build_art_config
 from .support import check_support
@@ -111,30 +111,24 @@ def publication_failed(failures: dict[int, str]) -> str:
 
 
 def run(ctx) -> None:
-    preflight(ctx.run_spec, "art")
-    try:
+    with driver_opening(ctx, "art") as opened:
         import art
         from art.megatron import MegatronBackend
         from art.pipeline_trainer import PipelineTrainer
         from art.pipeline_tuner.store import PipelineTunerProfileStore
         from transformers import AutoTokenizer
-    except ImportError as exc:
-        raise RuntimeError(f"the ART driver runs inside the ART image; openpipe-art is not importable here ({exc})") from exc
 
-    writer, log = ctx.writer, ctx.log
-    native_dir = Path(writer.path) / "native"
-    native_dir.mkdir(parents=True, exist_ok=True)
-    n = ctx.trained_updates
+    writer, log, native_dir, n = ctx.writer, ctx.log, opened.native_dir, opened.n
     snapshot = Path(ctx.model["snapshot_path"]).resolve()
     native = build_art_config(ctx.run_spec, run_name=writer.path.name, art_path=native_dir / "art",
                               model_path=snapshot)
     support = check_support(native)
-    writer.update_manifest(framework={"name": "openpipe-art", "version": support["version"], "native_config": native,
+    writer.update_manifest(framework={"name": opened.framework, "version": support["version"], "native_config": native,
                                       "support_gaps": support["gaps"], "support_facts": support["facts"]},
                            trainer_timing=metrics.TRAINER_TIMING)
     if support["gaps"]:
         raise RuntimeError(
-            f"installed openpipe-art {support['version']} cannot express the measurement contract: "
+            f"installed {opened.framework} {support['version']} cannot express the measurement contract: "
             + "; ".join(f"{k}: {v}" for k, v in support["gaps"].items())
         )
     art.init_megatron_runtime_config(topology=art.MegatronTopologyConfig(**native["megatron_runtime"]["topology"]),
@@ -168,10 +162,10 @@ def run(ctx) -> None:
                 clock=writer.clock, policy_version=lambda: trainer.state.policy_version,
                 template_defaults=None,  # ART's client merges the internal config's chat-template kwargs
             )
-            writer.add_calls(evidence_rows(result.calls, ctx.trained_updates))
+            writer.add_calls(evidence_rows(result.calls, n))
             traj = int(t_rows["trajectory"].iloc[0])
             return art.Trajectory(messages_and_choices=result.messages_and_choices,
-                                  reward=synthetic_reward(traj, ctx.spec.group_size))
+                                  reward=synthetic_reward(traj, ctx.workload_spec.group_size))
 
         trajs = [one(r.sort_values("call")) for _, r in rows.groupby("trajectory", sort=True)]
         return art.TrajectoryGroup(await asyncio.gather(*trajs, return_exceptions=True))
@@ -203,7 +197,7 @@ def run(ctx) -> None:
                 await follower_task
         return kwargs["autotune"]
 
-    log.info("ART %s: PipelineTrainer on MegatronBackend, %s", version("openpipe-art"), native["contract"])
+    log.info("ART %s: PipelineTrainer on MegatronBackend, %s", version(opened.framework), native["contract"])
     # Not plain asyncio.run: a SIGTERM raised inside a rollout task would be one failed
     # trajectory to gather(return_exceptions=True), and the run would go on.
     autotune = run_until_signalled(main)

@@ -24,12 +24,12 @@ or NaN metric is an error, never a default.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..framework.native_metrics import MetricRecordError, metric_value
 from ..topology import CONTROLLER_INTERVAL
 
 TRAIN_KEYS = {
@@ -51,10 +51,6 @@ PIPELINE_SETTINGS_KEYS = (
     "pipeline_settings/target_groups_per_step",
     "pipeline_settings/queue_maxsize",
 )
-
-
-class MetricRecordError(ValueError):
-    """A native metric record lacks what evidence v1 needs."""
 
 
 @dataclass(frozen=True)
@@ -119,18 +115,13 @@ def is_train_row(row: dict[str, Any]) -> bool:
 
 
 def _num(row: dict[str, Any], key: str) -> float:
-    if key not in row:
-        raise MetricRecordError(f"ART history row for step {row.get('training_step')} lacks '{key}'")
-    value = float(row[key])
-    if math.isnan(value):
-        raise MetricRecordError(f"ART history row for step {row.get('training_step')} has NaN '{key}'")
-    return value
+    return metric_value(row, key, f"ART history row for step {row.get(TRAIN_KEYS['step'])}")
 
 
 def recorded_wall(row: dict[str, Any]) -> float:
     """`recorded_at` (naive local ISO time, as ART writes it) as epoch seconds."""
     if "recorded_at" not in row:
-        raise MetricRecordError(f"ART history row for step {row.get('training_step')} lacks 'recorded_at'")
+        raise MetricRecordError(f"ART history row for step {row.get(TRAIN_KEYS['step'])} lacks 'recorded_at'")
     return datetime.fromisoformat(str(row["recorded_at"])).timestamp()
 
 

@@ -1,4 +1,4 @@
-"""ART's answer to "can the installed release express the contract?" (see framework_support).
+"""ART's answer to "can the installed release express the contract?" (see backends/framework/support.py).
 
 Each check hands one contract setting (from `build_art_config`) to the installed
 ART's own classes and functions and inspects what ART made of it; none needs a GPU,
@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 from unittest import mock
 
 from ..framework.support import run_checks, support_main
+from . import BACKEND
 
 #: Contract point -> the native setting that expresses it (named in every refusal).
 CONTRACT_SETTINGS = {
@@ -218,7 +219,7 @@ CHECKS: dict[str, Callable[[dict, str, dict], str | None]] = {
 
 def check_support(native: dict[str, Any]) -> dict[str, Any]:
     """{framework, version, gaps: {point: 'setting: why'}, facts}: what the installed framework did with each setting."""
-    return run_checks("openpipe-art", CHECKS, CONTRACT_SETTINGS, native, workdir=True)
+    return run_checks(BACKEND.framework, CHECKS, CONTRACT_SETTINGS, native, workdir=True)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ CONFIG_SCHEMA = {
 
 
 def run(ctx) -> None:
-    """Backend entry point (see rl_pipeline_bench.runs.runner.RunContext)."""
+    """Backend entry point (see rl_pipeline_bench.backends.context.RunContext)."""
     from .pipeline import run as run_pipeline  # torch/transformers load only when a run starts
 
     run_pipeline(ctx)

@@ -37,7 +37,7 @@ ENV_CLASS = "rl_bench_plan"
 def build_skyrl_config(
     run_spec: Any,
     *,
-    spec: Any = None,
+    workload_spec: Any = None,
     model_path: str | Path = "Qwen/Qwen3.5-35B-A3B",
     data_path: str | Path = "plan_prompts.jsonl",
     run_dir: str | Path = ".",
@@ -47,12 +47,12 @@ def build_skyrl_config(
     """Nested SkyRLTrainConfig values for this run spec (only keys the contract sets); it trains N steps.
 
     run_spec: the resolved run spec (rl_pipeline_bench.settings.spec.RunSpec).
-    spec: the workload spec (group size, new calls per trajectory), when known.
+    workload_spec: the workload spec (group size, new calls per trajectory), when known.
     """
     n = run_spec.contract.total_updates
     batch, workers = skyrl_batch(run_spec), skyrl_workers(run_spec)
-    group_size = int(getattr(spec, "group_size", 4) if spec is not None else 4)
-    new_calls = int(getattr(spec, "new_calls", 1) if spec is not None else 1)
+    group_size = int(getattr(workload_spec, "group_size", 4) if workload_spec is not None else 4)
+    new_calls = int(getattr(workload_spec, "new_calls", 1) if workload_spec is not None else 1)
     run_dir = Path(run_dir)
     topo = SKYRL_TOPOLOGY
     return {

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..framework.async_signals import record_before
+from ..framework.driver import driver_opening
 from ..framework.rollout import CHAT_TEMPLATE_KWARGS, CallRecord, evidence_rows, synthetic_reward
-from ..suite_checks import preflight
 from . import metrics
 from .config import ENV_CLASS, MERGE_LORA, build_skyrl_config
 from .token_calls import run_token_trajectory
@@ -89,8 +89,7 @@ def write_prompt_dataset(path: Path, n_groups: int) -> Path:
 
 
 def run(ctx) -> None:
-    preflight(ctx.run_spec, "skyrl")
-    try:
+    with driver_opening(ctx, "skyrl") as opened:
         import datasets
         from omegaconf import OmegaConf
         from openai import AsyncOpenAI
@@ -104,28 +103,23 @@ def run(ctx) -> None:
         from skyrl.train.utils.tracking import Tracking
         from skyrl.train.utils.utils import initialize_ray
         from transformers import AutoTokenizer
-    except ImportError as exc:
-        raise RuntimeError(f"the SkyRL driver runs inside the SkyRL image; skyrl is not importable here ({exc})") from exc
 
-    writer, log = ctx.writer, ctx.log
-    native_dir = Path(writer.path) / "native"
-    native_dir.mkdir(parents=True, exist_ok=True)
+    writer, log, native_dir, n = ctx.writer, ctx.log, opened.native_dir, opened.n
     plan = ctx.plan
     groups = [rows for _, rows in plan.groupby(["update", "group"], sort=True)]
     data_path = write_prompt_dataset(native_dir / "plan_prompts.jsonl", len(groups))
-    n = ctx.trained_updates
     nested = build_skyrl_config(
-        ctx.run_spec, spec=ctx.spec,
+        ctx.run_spec, workload_spec=ctx.workload_spec,
         model_path=ctx.model["snapshot_path"], data_path=data_path, run_dir=native_dir,
         run_name=writer.path.name, max_completion_tokens=int(plan["forced_completion_tokens"].max()),
     )
     cfg = SkyRLTrainConfig.from_dict_config(OmegaConf.create(nested))
     validate_cfg(cfg)
-    writer.update_manifest(framework={"name": "skyrl", "version": version("skyrl"), "native_config": nested,
+    writer.update_manifest(framework={"name": opened.framework, "version": version(opened.framework), "native_config": nested,
                                       "merge_lora": MERGE_LORA}, trainer_timing=metrics.TRAINER_TIMING)
     os.environ["HF_HUB_OFFLINE"] = "1"
     tokenizer = AutoTokenizer.from_pretrained(ctx.model["snapshot_path"])
-    group_size = int(ctx.spec.group_size)
+    group_size = int(ctx.workload_spec.group_size)
 
     def emit(update: dict[str, Any], interval: dict[str, Any]) -> None:
         writer.add_update(**update)
@@ -172,7 +166,7 @@ def run(ctx) -> None:
             except asyncio.CancelledError:
                 # SkyRL cancels its generation workers after the last step: the answered calls of an
                 # unfinished group are kept as evidence, never accepted.
-                writer.add_calls(evidence_rows([replace(c, accepted=False) for c in answered], ctx.trained_updates))
+                writer.add_calls(evidence_rows([replace(c, accepted=False) for c in answered], n))
                 raise
             except Exception as exc:
                 # SkyRL's generation worker ends the process with os._exit(1) on any exception
@@ -180,7 +174,7 @@ def run(ctx) -> None:
                 if not writer.finished:
                     writer.finish("failed", error=generator_failed(exc))
                 raise
-            writer.add_calls(evidence_rows(answered, ctx.trained_updates))
+            writer.add_calls(evidence_rows(answered, n))
             out["trajectory_ids"] = input_batch.get("trajectory_ids")
             return out
 
@@ -208,7 +202,7 @@ def run(ctx) -> None:
             trainer._phase_gauge = metrics.PhaseClock(trainer._phase_gauge, writer.clock, phase)
             return trainer
 
-    log.info("SkyRL %s: fully async trainer, %s", version("skyrl"), nested["trainer"]["fully_async"])
+    log.info("SkyRL %s: fully async trainer, %s", version(opened.framework), nested["trainer"]["fully_async"])
     initialize_ray(cfg)
     # Ray's driver now owns SIGTERM (sys.exit(15)), and its core worker may abort the process
     # before the exit unwinds to the caller's failure path: the manifest says it first.

@@ -25,11 +25,11 @@ or a missing phase, is an error, never a default.
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..framework.native_metrics import MetricRecordError, metric_value
 from ..topology import CONTROLLER_INTERVAL
 
 #: What evidence trainer_intervals.parquet holds for SkyRL (manifest `trainer_timing`).
@@ -56,17 +56,8 @@ PUBLICATION_PHASE = "sync_weights"
 COMPLETION_PHASES = ("sync_weights", "eval", "save_checkpoints", "save_hf_model")
 
 
-class MetricRecordError(ValueError):
-    """A native metric record lacks what evidence v1 needs."""
-
-
 def _num(data: dict[str, Any], key: str, step: Any) -> float:
-    if key not in data:
-        raise MetricRecordError(f"SkyRL step {step} record lacks '{key}'")
-    value = float(data[key])
-    if math.isnan(value):
-        raise MetricRecordError(f"SkyRL step {step} record has NaN '{key}'")
-    return value
+    return metric_value(data, key, f"SkyRL step {step} record")
 
 
 @dataclass

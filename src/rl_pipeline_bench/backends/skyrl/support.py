@@ -1,4 +1,4 @@
-"""SkyRL's answer to "can the installed release express the contract?" (see framework_support).
+"""SkyRL's answer to "can the installed release express the contract?" (see backends/framework/support.py).
 
 The checks give the contract's settings (`build_skyrl_config`) to the installed
 SkyRL's own config builder, validator, phase gauge and metric functions; no GPU,
@@ -13,6 +13,7 @@ import sys
 from typing import Any, Callable
 
 from ..framework.support import run_checks, support_main
+from . import BACKEND
 
 #: Contract point -> the native setting that expresses it (named in every refusal).
 CONTRACT_SETTINGS = {
@@ -62,7 +63,7 @@ def _config(native: dict[str, Any], point: str | None = None):
 def _check_config(native, facts):
     from skyrl.train.utils import validate_cfg
 
-    from ..native_types import check_dataclass_types
+    from ..framework.native_types import check_dataclass_types
 
     cfg = _config(native)
     problems = check_dataclass_types(cfg)
@@ -132,7 +133,7 @@ CHECKS: dict[str, Callable[[dict, dict], str | None]] = {
 
 def check_support(native: dict[str, Any]) -> dict[str, Any]:
     """{framework, version, gaps: {point: 'setting: why'}, facts}: what the installed framework did with each setting."""
-    return run_checks("skyrl", CHECKS, CONTRACT_SETTINGS, native)
+    return run_checks(BACKEND.framework, CHECKS, CONTRACT_SETTINGS, native)
 
 
 if __name__ == "__main__":

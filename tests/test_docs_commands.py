@@ -125,12 +125,19 @@ HOW: dict[str, tuple[str, str]] = {
     "rm -f results/eval/smoke-HASH/scripted_lift/run1/eval.json": (
         "skip", "a delete-and-ask-again recipe (issue 21 item 1's recipe tests)"),
     "uv run bench eval tasks --suite libero_10": ("run", ""),
+    "uv run snakemake --cores 2 eval_all --config eval_suite=libero_smoke": (
+        "elsewhere", "tests/test_eval_libero_smoke.py plays it for real (about a minute)"),
+    "uv run snakemake --cores 2 reports/comparison.html --config eval_suite=libero_smoke": ("dry", ""),
     "uv run snakemake --cores 8 eval_all --resources gpu=1 --config eval_suite=libero_10 "
-    "libero_assets=/data/libero-assets eval_checkpoint=/ckpt/libero10-rl/actor/global_step_100 "
-    "eval_policy_entry_point=my_pkg.openvla:load": ("skip", "placeholders: LIBERO assets and a user's checkpoint"),
+    "eval_checkpoint=/ckpt/libero10-rl/actor/global_step_100 "
+    "eval_policy_entry_point=my_pkg.openvla:load": ("skip", "placeholders: a user's checkpoint and its loader"),
     "uv run snakemake --cores 8 eval_all --resources gpu=1 --config eval_suite=libero_10 "
-    "libero_assets=/data/libero-assets eval_checkpoints_dir=/ckpt/libero10-rl "
-    "eval_policy_entry_point=my_pkg.openvla:load": ("skip", "placeholders: LIBERO assets and a user's checkpoints"),
+    "eval_checkpoints_dir=/ckpt/libero10-rl "
+    "eval_policy_entry_point=my_pkg.openvla:load": ("skip", "placeholders: a user's checkpoints and their loader"),
+    "uv run python benchmarks/bench_eval_throughput.py": (
+        "skip", "a benchmark (real LIBERO episodes, about a minute), not a test; docs/measurements.md"),
+    "uv run python benchmarks/bench_eval_throughput.py --cores 8 64": ("skip", "the same benchmark"),
+    "uv run pytest -m \"\" tests/test_eval_libero_smoke.py": ("skip", "a test of the slow tier itself"),
     "uv run bench eval checkpoints /ckpt/libero10-rl": ("skip", "placeholder: a user's training directory"),
     # README: probes, MLflow, development
     "uv run snakemake --cores 1 probes": ("dry", ""),

@@ -96,9 +96,9 @@ def test_robotwin_horizons_and_paper_columns(config):
 
 
 def test_paper_comparison_keeps_reference_rows_and_differences(config):
-    spec = _spec(config, tasks=("libero_spatial", "libero_object", "libero_goal", "libero_10"), n=2, runs=1)
+    spec = _spec(config, tasks=("libero_spatial", "libero_object", "libero_goal", "libero_10"), n=50, runs=3)
     labels = {"libero_spatial": "Spatial", "libero_object": "Object", "libero_goal": "Goal", "libero_10": "Long"}
-    ep = _episodes(spec, lambda st, ti, sc, r: sc == 0 or st == "libero_goal", group_of=labels.get)
+    ep = _episodes(spec, lambda st, ti, sc, r: sc < 25 or st == "libero_goal", group_of=labels.get)
     s = aggregate.summarize(ep, spec, "ckpt")
     s["_path"] = "x/summary.json"
     df = tables.paper_comparison([s])
@@ -113,12 +113,18 @@ def test_paper_comparison_keeps_reference_rows_and_differences(config):
     assert diff.loc["Spatial", "success_pct"] == pytest.approx(50.0 - 91.6)
     wide = tables.paper_wide(df, "robotwin")
     assert [r["kind"] for r in wide["rows"]] == ["paper", "paper"]  # nothing measured: reference rows only
+    # A stand-in, or a reduced protocol: its row beside the paper's, no difference to them.
+    standin = dict(s, runs=[{"policy": {"role": "stand-in"}}])
+    reduced = aggregate.summarize(ep[ep["run"] < 3], dict(spec, runs=2), "ckpt") | {"_path": "y/summary.json"}
+    for other in (standin, reduced):
+        kinds = set(tables.paper_comparison([other])["kind"])
+        assert kinds == {"paper", "measured"}, (other["policy_id"], kinds)
 
 
 def test_report_shows_the_paper_rows_beside_a_libero_evaluation(config, tmp_path):
     from rl_pipeline_bench.jobs import render_report
 
-    spec = _spec(config, tasks=("libero_spatial", "libero_object", "libero_goal", "libero_10"), n=2, runs=1)
+    spec = _spec(config, tasks=("libero_spatial", "libero_object", "libero_goal", "libero_10"), n=50, runs=3)
     labels = {"libero_spatial": "Spatial", "libero_object": "Object", "libero_goal": "Goal", "libero_10": "Long"}
     summary = aggregate.summarize(_episodes(spec, lambda st, ti, sc, r: sc == 0, group_of=labels.get), spec, "ckpt")
     path = tmp_path / "summary.json"

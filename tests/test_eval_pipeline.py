@@ -182,7 +182,9 @@ def test_workflow_refuses_bad_input_at_dag_time(evaluated, tmp_path):
     cases = [
         (["eval_suite=libero_10", f"eval_checkpoint={tmp_path / 'global_step_9'}"],
          f"policy checkpoint {tmp_path / 'global_step_9'}: no such file or directory"),
-        (["eval_suite=libero_10"], "lerobot/libero-assets"),
+        (["eval_suite=libero_10", f"libero_assets={tmp_path / 'no-assets'}"],
+         f"libero_assets={tmp_path / 'no-assets'}: no such directory"),
+        (["eval_suite=libero_10"], "eval suite 'libero_10' has no policy to evaluate"),
         (["eval_suite=libero_11"], "unknown eval suite 'libero_11'"),
         (["eval_suite=robotwin"], "RoboTwin 2.0 episodes are not executed"),
     ]

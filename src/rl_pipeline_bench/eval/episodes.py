@@ -39,8 +39,17 @@ EPISODES_SCHEMA = pa.schema([
     ("success", pa.bool_()),
     ("wall_time_s", pa.float64()),
     ("error", pa.string()),          # null unless the episode crashed (then success is false)
+    # Where the episode's time went (seconds; null where it never got there). Evidence written
+    # before these columns existed lacks them; they are read as null.
+    ("env_build_s", pa.float64()),   # building the simulator this episode was played in (0: reused)
+    ("reset_s", pa.float64()),       # reset to its init state, first observation included
+    ("step_s", pa.float64()),        # inside env.step, over all its steps
+    ("render_s", pa.float64()),      # of step_s, rendering the camera observations
+    ("policy_s", pa.float64()),      # inside policy.act
 ])
 COLUMNS = tuple(EPISODES_SCHEMA.names)
+TIMING_COLUMNS = ("env_build_s", "reset_s", "step_s", "render_s", "policy_s")
+REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in TIMING_COLUMNS)
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -67,9 +76,12 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
 
 def read_episodes(directory: Path | str) -> pd.DataFrame:
     df = pd.read_parquet(Path(directory) / EPISODES)
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{directory}/{EPISODES}: missing column(s) {missing}")
+    for c in TIMING_COLUMNS:
+        if c not in df.columns:
+            df[c] = float("nan")
     return df
 
 

@@ -1,4 +1,4 @@
-"""The episode plan of one evaluation run and its seeds (pure functions).
+"""The episode plan of one evaluation run, its seeds and its shares for the worker pool (pure functions).
 
 A scenario is a held-out initial condition: LIBERO's init state number, or the
 seed of a robosuite/RoboTwin scene, the same in every run. The run seed seeds
@@ -57,4 +57,18 @@ def plan(spec: dict, tasks: list[TaskRef], run: int) -> list[Episode]:
                 seed=derive_seed(spec["seed"], spec["benchmark"], t.suite_task, t.task_index, scenario, "run", run),
                 max_steps=int(spec["max_steps"][t.suite_task]),
             ))
+    return out
+
+
+def chunks_of(episodes: list[Episode], workers: int) -> list[list[Episode]]:
+    """Split each task's episodes into contiguous shares so that about `workers` shares exist in all."""
+    by_task: dict[tuple, list[Episode]] = {}
+    for ep in episodes:
+        by_task.setdefault((ep.suite_task, ep.task_index), []).append(ep)
+    per_task = max(1, -(-workers // max(1, len(by_task))))
+    out = []
+    for eps in by_task.values():
+        n = min(per_task, len(eps))
+        size = -(-len(eps) // n)
+        out.extend(eps[i:i + size] for i in range(0, len(eps), size))
     return out

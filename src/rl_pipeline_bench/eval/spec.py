@@ -3,7 +3,9 @@
 Evidence is keyed by the hash of the settings that change the work (benchmark,
 tasks, scenarios, runs, seed, max steps, camera size, protocol version), so an
 edited setting makes new targets and identical settings never re-evaluate. Worker
-and GPU counts only change how fast the work goes and stay out of the hash.
+and GPU counts only change how fast the work goes and stay out of the hash. An
+optional setting (`task_indices`) joins the hash only when it is set, so adding it
+left the hashes of the suites that do not use it, and their evidence, as they were.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from ..records.jsonfile import read_record
 PROTOCOL = "rlinf-eval/v1"
 HASHED_KEYS = ("protocol", "benchmark", "tasks", "scenarios_per_task", "runs", "seed", "max_steps",
                "camera_size", "greedy")
+OPTIONAL_HASHED_KEYS = ("task_indices",)
 DEFAULT_CAMERA_SIZE = {"robosuite": 64, "libero": 256, "robotwin": 256}
 
 
 def settings_hash(spec: dict[str, Any]) -> str:
-    """The hash of the protocol settings that change the work (HASHED_KEYS)."""
-    return hash_of({k: spec[k] for k in HASHED_KEYS})
+    """The hash of the protocol settings that change the work (HASHED_KEYS, and the optional ones that are set)."""
+    settings = {k: spec[k] for k in HASHED_KEYS}
+    settings.update({k: spec[k] for k in OPTIONAL_HASHED_KEYS if spec.get(k) is not None})
+    return hash_of(settings)
 
 
 def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
@@ -42,6 +47,10 @@ def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
         if "max_steps" in s:
             steps, source = int(s["max_steps"]), f"eval suite '{name}' override (benchmark's own: {steps}, {source})"
         limits[task] = {"max_steps": steps, "source": source}
+    indices = s.get("task_indices")
+    if indices is not None and bench != "libero":
+        raise ConfigError(f"config key 'eval_suites/{name}/task_indices': only LIBERO suites hold several tasks "
+                          f"(this suite's benchmark is {bench})")
     if bench == "libero":
         per_task = benchmarks.facts()["libero"]["init_states_per_task"]
         if s["scenarios_per_task"] > per_task:
@@ -54,6 +63,7 @@ def resolve(config: dict[str, Any], name: str | None = None) -> dict[str, Any]:
         "description": s.get("description"),
         "benchmark": bench,
         "tasks": list(s["tasks"]),
+        "task_indices": None if indices is None else sorted(set(int(i) for i in indices)),
         "scenarios_per_task": int(s["scenarios_per_task"]),
         "runs": int(s["runs"]),
         "seed": int(s.get("seed", config["seed"])),

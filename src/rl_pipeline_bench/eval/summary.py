@@ -12,6 +12,7 @@ from ..records.configfile import ConfigError
 from ..records.atomicfile import atomic_write_json
 from . import spec as eval_spec
 from .aggregate import summarize
+from .throughput import measured
 from .episodes import read_episodes, read_manifest
 from .validate import run_reasons
 from ..records.jsonfile import read_json
@@ -46,11 +47,16 @@ def summarize_runs(spec_path: Path | str, policy_id: str, pointers: list[Path], 
                      "evidence_dir": str(directory), "started_at": manifest["started_at"],
                      "finished_at": manifest["finished_at"], "policy": manifest["policy"],
                      "packages": manifest["packages"], "host": (manifest.get("host") or {}).get("hostname"),
-                     "gpus": manifest.get("gpus")})
+                     "cpu_count": (manifest.get("host") or {}).get("cpu_count"), "gpus": manifest.get("gpus"),
+                     "workers": manifest.get("workers"), "command": manifest.get("command"),
+                     "load_average": manifest.get("load_average"),
+                     "mujoco_gl": (manifest.get("environment") or {}).get("mujoco_gl"),
+                     "cameras": (manifest.get("environment") or {}).get("cameras")})
         log.info("read %s: run %s, %d episodes", directory, manifest["run"], len(frames[-1]))
     episodes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     summary = summarize(episodes, spec, policy_id, run_problems=run_problems)
     summary["runs"] = sorted(runs, key=lambda r: r["run"])
+    summary["throughput"] = measured(episodes)  # pooled over the runs; each run's workers, host and load: `runs`
     summary["description"] = spec.get("description")
     summary["max_steps_source"] = spec["max_steps_source"]
     summary = _json_safe(summary)

@@ -81,5 +81,5 @@ def summaries(config: dict, name: str | None, require: bool = True) -> list[str]
     ids = policies(config, name)
     if not ids and require:
         raise ConfigError(f"eval suite '{name}' has no policy to evaluate: pass --config eval_checkpoint=PATH or "
-                          "eval_checkpoints_dir=DIR (README: Task-quality evaluation)")
+                          "eval_checkpoints_dir=DIR (docs/evaluation.md)")
     return [summary_path(config, name, p) for p in ids]

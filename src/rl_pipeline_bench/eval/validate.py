@@ -75,6 +75,8 @@ def episode_reasons(episodes: pd.DataFrame, spec: dict[str, Any], planned_runs: 
                & episodes["scenario"].isin(range(spec["scenarios_per_task"]))
                & episodes["run"].isin(planned_runs)
                & ~bad_index & (benchmark == "libero" or (task_index == 0)))  # only LIBERO suites hold several tasks
+    if spec.get("task_indices") is not None:  # a LIBERO suite cut to some of its tasks
+        in_plan &= task_index.isin(spec["task_indices"])
     groups = {t: benchmarks.group_of(benchmark, t) for t in spec["tasks"]}
     in_plan &= episodes["group"] == episodes["suite_task"].map(groups)
     if not in_plan.all():

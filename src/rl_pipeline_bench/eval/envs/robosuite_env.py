@@ -7,17 +7,15 @@ state vectors and one RGB camera, like a VLA's input.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from ...records.configfile import ConfigError
 from ..protocol import TaskRef
-from .base import EnvUnavailable, require_packages
+from .base import INSTALL_HINT, RenderClock, require_packages, select_renderer
 
 PACKAGES = ("robosuite", "mujoco")
-INSTALL_HINT = "install the eval extra: `uv sync --extra eval` (README: Task-quality evaluation)"
 CAMERA = "agentview"
 CONTROL_FREQ = 20
 LANGUAGE = {"Lift": "lift the red cube"}
@@ -25,15 +23,7 @@ LANGUAGE = {"Lift": "lift the red cube"}
 
 def preflight(spec: dict, config: dict) -> dict[str, Any]:
     versions = require_packages("robosuite", PACKAGES, INSTALL_HINT)
-    gl = os.environ.setdefault("MUJOCO_GL", "osmesa")
-    # robosuite's import sets PYOPENGL_PLATFORM=egl when unset; it must name the same backend.
-    os.environ["PYOPENGL_PLATFORM"] = gl
-    if gl == "osmesa" and not any(os.path.exists(p) for p in (
-            "/usr/lib/x86_64-linux-gnu/libOSMesa.so.8", "/usr/lib/x86_64-linux-gnu/libOSMesa.so.6",
-            "/usr/lib/aarch64-linux-gnu/libOSMesa.so.8", "/usr/lib64/libOSMesa.so.8")):
-        raise EnvUnavailable("MUJOCO_GL=osmesa needs the OSMesa library (Debian: `apt-get install libosmesa6`; "
-                             "`.ci/setup_eval.sh` installs it); on a GPU machine set MUJOCO_GL=egl")
-    return {"packages": versions, "mujoco_gl": gl}
+    return {"packages": versions, "mujoco_gl": select_renderer(spec), "cameras": [CAMERA]}
 
 
 def list_tasks(spec: dict, config: dict) -> list[TaskRef]:
@@ -55,6 +45,11 @@ class RobosuiteEnv:
         except Exception as exc:
             raise ConfigError(f"robosuite cannot make task '{task}': {exc}") from exc
         self.action_dim = int(self._env.action_dim)
+        self._clock = RenderClock()
+
+    @property
+    def render_s(self) -> float:
+        return self._clock.seconds
 
     def reset(self, scenario: int, scenario_seed: int, seed: int) -> dict[str, Any]:
         # robosuite 1.4 samples object placements from numpy's global RNG: seed it with the
@@ -62,6 +57,7 @@ class RobosuiteEnv:
         np.random.seed(scenario_seed)
         obs = self._env.reset()
         np.random.seed(seed)
+        self._clock.watch(self._env.sim)
         return obs
 
     def step(self, action: np.ndarray) -> tuple[dict[str, Any], bool]:

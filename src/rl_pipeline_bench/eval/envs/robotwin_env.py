@@ -26,7 +26,7 @@ def _not_executable(config: dict) -> EnvUnavailable:
         "RoboTwin 2.0 episodes are not executed by this project: rlinf-robotwin-runtime needs its own Python 3.11 "
         "environment (numpy 1.26.4, torch 2.8.0, SAPIEN 3.0.0b1) and the assets of the Hub dataset "
         f"'{ASSETS_REPO}' (robotwin_assets={assets or 'not given'}), and no worker bridging that environment exists "
-        "yet. Suite definitions, horizon groups and aggregation are available (README: RoboTwin 2.0).")
+        "yet. Suite definitions, horizon groups and aggregation are available (docs/evaluation.md: RoboTwin 2.0).")
 
 
 def preflight(spec: dict, config: dict) -> dict[str, Any]:

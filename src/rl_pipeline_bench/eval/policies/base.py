@@ -22,7 +22,7 @@ class PolicyRef:
     """What to load, picklable for worker processes: a built-in kind or a checkpoint path."""
 
     policy_id: str
-    kind: str                       # "scripted_lift" or "checkpoint"
+    kind: str                       # a built-in policy's name (loader.BUILTIN) or "checkpoint"
     path: str | None = None         # checkpoint directory (kind "checkpoint")
     entry_point: str | None = None  # "module:function" that builds a Policy from `path`
 

@@ -11,15 +11,36 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ...records.configfile import ConfigError
 from .base import Policy, PolicyRef
-from .scripted import ScriptedLift
+from .scripted import ScriptedLift, ScriptedPickPlace
+from .standin import ZeroAction
 from ...records.jsonfile import read_json
 
-BUILTIN = {"scripted_lift": ScriptedLift}
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in policy: how to make it, what it is (`role`, shown beside its rows) and where it can act."""
+
+    factory: Callable[..., Policy]
+    role: str                      # "scripted" (hand-written from state observations) or "stand-in" (a floor)
+    label: str
+    benchmarks: tuple[str, ...]
+
+
+BUILTIN = {
+    "scripted_lift": Builtin(ScriptedLift, "scripted", "scripted from state observations (cube and gripper "
+                             "positions); not a learned policy", ("robosuite",)),
+    "scripted_pick_place": Builtin(ScriptedPickPlace, "scripted", "scripted from state observations (object, basket "
+                                   "and gripper positions) for LIBERO-Object's pick-and-place tasks; not a learned "
+                                   "policy", ("libero",)),
+    "zero_action": Builtin(ZeroAction, "stand-in", "stand-in: an all-zero action every step, no learned policy; "
+                           "a floor, not a reproduction of the paper", ("robosuite", "libero")),
+}
 POLICY_FILE = "policy.json"
 
 
@@ -57,6 +78,14 @@ def configured_checkpoints(config: dict) -> list[Path]:
     return out
 
 
+def check_benchmark(ref: PolicyRef, benchmark: str) -> None:
+    """A built-in policy acts only in the benchmarks it was written for; ConfigError naming them."""
+    builtin = BUILTIN.get(ref.kind)
+    if builtin is not None and benchmark not in builtin.benchmarks:
+        raise ConfigError(f"policy '{ref.policy_id}' ({builtin.label}) acts in {', '.join(builtin.benchmarks)}, "
+                          f"not {benchmark}")
+
+
 def check_checkpoint(path: str | Path) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
@@ -69,7 +98,9 @@ def check_checkpoint(path: str | Path) -> Path:
 def checkpoint_identity(ref: PolicyRef) -> dict[str, Any]:
     """Path and sha256 over every file (relative path + content) of a checkpoint; built-ins have none."""
     if ref.kind != "checkpoint":
-        return {"kind": ref.kind, "path": None, "sha256": None, "files": 0}
+        builtin = BUILTIN[ref.kind]
+        return {"kind": ref.kind, "role": builtin.role, "label": builtin.label, "path": None, "sha256": None,
+                "files": 0}
     root = check_checkpoint(ref.path)
     digest = hashlib.sha256()
     files = sorted(f for f in root.rglob("*") if f.is_file())
@@ -79,13 +110,13 @@ def checkpoint_identity(ref: PolicyRef) -> dict[str, Any]:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
         digest.update(f"{f.relative_to(root).as_posix()}\0{h.hexdigest()}\n".encode())
-    return {"kind": "checkpoint", "path": str(root), "sha256": digest.hexdigest(), "files": len(files),
-            "entry_point": ref.entry_point}
+    return {"kind": "checkpoint", "role": "checkpoint", "label": f"checkpoint {root}", "path": str(root),
+            "sha256": digest.hexdigest(), "files": len(files), "entry_point": ref.entry_point}
 
 
 def load_policy(ref: PolicyRef) -> Policy:
     if ref.kind in BUILTIN:
-        return BUILTIN[ref.kind]()
+        return BUILTIN[ref.kind].factory()
     if ref.kind != "checkpoint":
         raise PolicyLoadError(f"unknown policy kind '{ref.kind}' (known: checkpoint, {', '.join(BUILTIN)})")
     root = check_checkpoint(ref.path)
@@ -98,11 +129,11 @@ def load_policy(ref: PolicyRef) -> Policy:
             raise PolicyLoadError(f"{described}: not a policy description ({exc})") from None
         if kind not in BUILTIN:
             raise PolicyLoadError(f"{described}: unknown kind '{kind}' (known: {', '.join(BUILTIN)})")
-        return BUILTIN[kind](**params)
+        return BUILTIN[kind].factory(**params)
     if not ref.entry_point:
         raise PolicyLoadError(
             f"policy checkpoint {root} has no {POLICY_FILE}; pass the loader for its weights with "
-            "--config eval_policy_entry_point=module:function (README: what a user must bring)")
+            "--config eval_policy_entry_point=module:function (docs/evaluation.md: what a user must bring)")
     module, _, func = ref.entry_point.partition(":")
     try:
         factory = getattr(importlib.import_module(module), func)

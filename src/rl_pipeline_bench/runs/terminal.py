@@ -13,13 +13,13 @@ failure is reported as Snakemake reports it.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
 
 from .. import paths
 from ..evidence import progress
+from ..records.jsonfile import read_json
 
 #: The line Snakemake's scheduler logs when it stops on KeyboardInterrupt (snakemake 9's job_scheduler).
 TERMINATING = "Terminating processes on user request"
@@ -66,7 +66,7 @@ def _written_since(paths, started: float):
     for path in sorted(paths):
         try:
             if path.stat().st_mtime >= started:
-                yield path, json.loads(path.read_text(encoding="utf-8"))
+                yield path, read_json(path)
         except (OSError, ValueError):
             continue
 

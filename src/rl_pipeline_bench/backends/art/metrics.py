@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from ...records.jsonfile import JsonFileError, read_json
 from ..framework.native_metrics import MetricRecordError, metric_value
 from ..topology import CONTROLLER_INTERVAL
 
@@ -164,9 +165,9 @@ def autotuner_health(rows: list[dict[str, Any]], profile_path: Path | str, expec
         problems.append(f"autotuner profile {profile_path} was not written")
     else:
         try:
-            profile = json.loads(profile_path.read_text())
-        except ValueError as exc:
-            problems.append(f"autotuner profile {profile_path} is not JSON ({exc})")
+            profile = read_json(profile_path, "autotuner profile")
+        except JsonFileError as exc:
+            problems.append(str(exc))
         mode = (profile.get("config") or {}).get("mode")
         if profile and mode != "online":
             problems.append(f"autotuner profile {profile_path} has mode {mode!r}, not 'online'")

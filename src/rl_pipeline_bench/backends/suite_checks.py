@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records.configfile import ConfigError
-from . import get
+from . import context_fit, get
 from .topology import CONTRACT_LORA_RANK, lora_rank
 
 
@@ -56,6 +56,7 @@ def suite_problems(spec: Any, backend: str) -> list[str]:
         out.append(f"config key '{key}/rank': LoRA rank must be >= 1, got {rank}")
     for check in desc.suite_checks:
         out.extend(check(spec))
+    out.extend(context_fit.problems(spec, backend))  # every backend: the longest call fits the model
     topo = desc.topology
     if topo is not None:
         for p in topo.problems():

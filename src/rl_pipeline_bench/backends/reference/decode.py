@@ -13,12 +13,19 @@ other calls share its batch, on the batch's order, or on any generator's state.
 
 Two loops share that sampler:
 - `graphed` (CUDA): a static KV cache (transformers' StaticCache) sized for the batch,
-  one eager prefill, then the decode step (forward of one token per row, sampling, the
+  a prefill in chunks of query positions (so its mask and activations are bounded by
+  `prefill_tokens`, not by rows x prompt length squared; only the last position's logits
+  are computed), then the decode step (forward of one token per row, sampling, the
   counters' advance) captured once in a CUDA graph and replayed; MoE experts run
-  `batched_mm` inside the step (no data-dependent host sync). Finished rows keep running
-  to the batch's end: on a GPU one step costs about the same at any batch size. `static`
-  is the same loop without capture (where capture fails, and to test it on CPU).
+  every expert on every token inside the step (experts.py: no per-token weight gather,
+  no data-dependent shape). Finished rows keep running to the batch's end: on a GPU one
+  step costs about the same at any batch size. `static` is the same loop without capture
+  (where capture fails, and to test it on CPU).
 - `eager` (CPU): a growing cache, rows leave the batch when done.
+
+Either loop splits a batch whose KV cache would exceed `kv_budget_bytes` into
+sub-batches of similar prompt length, decoded one after the other; draws are per call,
+so the tokens do not change.
 """
 
 from __future__ import annotations
@@ -31,12 +38,13 @@ from typing import Callable
 
 import torch
 
+from . import experts
 from .policy import cache_keyword
 
 log = logging.getLogger(__name__)
 
 #: Identity of the sampling scheme; a change that alters sampled tokens bumps it.
-SAMPLER = "rl-bench/reference-sampler/v2: counter-based Gumbel-max (hash32 of call key, step, token)"
+SAMPLER = "rl-bench/reference-sampler/v3: counter-based Gumbel-max (hash32 of call key, step, token); adapter merged into the rollout weights"
 
 _M32 = 0xFFFFFFFF
 _M16 = 0xFFFF
@@ -101,6 +109,49 @@ class Batch:
             raise ValueError("forced lengths must be >= 0 and prompts non-empty")
 
 
+#: KV cache one decode batch may hold before it is split (bytes).
+KV_BUDGET_BYTES = 16 << 30
+#: Rows x query positions of one prefill forward (its mask is that many x the cache length, in bytes).
+PREFILL_TOKENS = 32768
+
+
+def kv_bytes_per_token(config) -> int:
+    """KV cache bytes one token of one row takes (all layers, keys and values)."""
+    heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or torch.float32
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    size = torch.empty((), dtype=dtype).element_size()
+    return int(config.num_hidden_layers) * 2 * heads * head_dim * size
+
+
+def split_rows(prompt_lengths: list[int], forced: list[int], bytes_per_token: int, budget: int) -> list[list[int]]:
+    """Row indices in sub-batches whose KV cache (rows x (longest prompt + longest forced) x bytes) fits `budget`.
+
+    Rows go longest prompt first, so each sub-batch pads little; a row that alone exceeds
+    the budget is a sub-batch alone.
+    """
+    order = sorted(range(len(prompt_lengths)), key=lambda i: (-prompt_lengths[i], -forced[i], i))
+    out: list[list[int]] = []
+    width = longest = 0
+    for i in order:
+        w, n = max(width, prompt_lengths[i]), max(longest, forced[i])
+        if out and (len(out[-1]) + 1) * (w + n) * bytes_per_token <= budget:
+            out[-1].append(i)
+            width, longest = w, n
+        else:
+            out.append([i])
+            width, longest = prompt_lengths[i], forced[i]
+    return out
+
+
+def prefill_chunks(rows: int, width: int, budget_tokens: int) -> list[tuple[int, int]]:
+    """[start, end) query ranges of a prefill of `width` positions, each at most budget_tokens // rows long."""
+    step = max(1, budget_tokens // max(rows, 1))
+    return [(a, min(a + step, width)) for a in range(0, width, step)]
+
+
 class Timeline:
     """When each row got its last token, without a host sync per step.
 
@@ -115,7 +166,7 @@ class Timeline:
         self.device = device
         self.marks: dict[int, object] = {}  # step -> event (CUDA) or clock reading (CPU)
         if self.cuda:
-            torch.cuda.synchronize(device)
+            torch.cuda.current_stream(device).synchronize()  # this thread's stream: the trainer's work is not ours
             self.t0 = clock()
             self.start = torch.cuda.Event(enable_timing=True)
             self.start.record()
@@ -134,7 +185,7 @@ class Timeline:
         if self.clock is None:
             return [None] * len(lengths)
         if self.cuda:
-            torch.cuda.synchronize(self.device)
+            torch.cuda.current_stream(self.device).synchronize()
             at = {s: self.t0 + self.start.elapsed_time(ev) / 1000.0 for s, ev in self.marks.items()}
         else:
             at = dict(self.marks)
@@ -155,7 +206,8 @@ class Decoder:
     LOOPS = ("auto", "graphed", "static", "eager")
 
     def __init__(self, model, banned: torch.Tensor, pad_id: int, *, loop: str = "auto",
-                 capture_lock: threading.Lock | None = None) -> None:
+                 capture_lock: threading.Lock | None = None, kv_budget_bytes: int = KV_BUDGET_BYTES,
+                 prefill_tokens: int = PREFILL_TOKENS, step_experts: str | None = None) -> None:
         if loop not in self.LOOPS:
             raise ValueError(f"decode loop '{loop}' is not one of: {', '.join(self.LOOPS)}")
         self.model = model
@@ -171,6 +223,14 @@ class Decoder:
         self.cache_kw = cache_keyword(model)
         self.takes_cache_position = "cache_position" in _forward_params(model)
         self.graph_failure: str | None = None  # why capture failed (then the step runs uncaptured)
+        self.kv_budget_bytes = int(kv_budget_bytes)
+        self.prefill_tokens = int(prefill_tokens)
+        self.kv_bytes_per_token = kv_bytes_per_token(_base(model).config)
+        self.takes_logits_to_keep = "logits_to_keep" in _forward_params(model)
+        #: experts implementation inside the decode step: dense where it can be registered, else batched_mm
+        self.step_experts = step_experts or (experts.DENSE if experts.register() else "batched_mm")
+        self.sub_batches = 0  # batches split by the KV budget, for the manifest
+        self.experts_failure: str | None = None  # why step_experts could not be set (the step then keeps the model's)
         # Another thread must not synchronise the whole device while a capture is open.
         self.capture_lock = capture_lock or threading.Lock()
 
@@ -191,15 +251,21 @@ class Decoder:
         outputs: list[list[int]] = [[] for _ in batch.prompts]
         if not active:
             return outputs, [at_start] * len(batch.prompts)
-        sub = Batch([batch.prompts[i] for i in active], [batch.lengths[i] for i in active], [batch.keys[i] for i in active])
-        if self.mode in ("graphed", "static"):
-            tokens, finished = self._graphed(sub, clock, at_start)
-        else:
-            tokens, finished = self._eager(sub, clock, at_start)
         times: list[float | None] = [at_start] * len(batch.prompts)
-        for row, i in enumerate(active):
-            outputs[i] = tokens[row]
-            times[i] = finished[row]
+        parts = split_rows([len(batch.prompts[i]) for i in active], [batch.lengths[i] for i in active],
+                           self.kv_bytes_per_token, self.kv_budget_bytes)
+        if len(parts) > 1:
+            self.sub_batches += 1
+        for part in parts:
+            rows = [active[k] for k in part]
+            sub = Batch([batch.prompts[i] for i in rows], [batch.lengths[i] for i in rows], [batch.keys[i] for i in rows])
+            if self.mode in ("graphed", "static"):
+                tokens, finished = self._graphed(sub, clock, at_start)
+            else:
+                tokens, finished = self._eager(sub, clock, at_start)
+            for row, i in enumerate(rows):
+                outputs[i] = tokens[row]
+                times[i] = finished[row]
         return outputs, times
 
     # -- shared pieces ----------------------------------------------------------------
@@ -277,6 +343,7 @@ class Decoder:
             try:
                 base.set_experts_implementation(implementation)
             except (ValueError, ImportError, RuntimeError) as exc:
+                self.experts_failure = f"{implementation}: {exc}".splitlines()[0][:300]
                 log.warning("experts implementation %s not available: %s", implementation, exc)
                 return None
         return previous
@@ -294,18 +361,20 @@ class Decoder:
         cols = torch.arange(total, device=device)
         prompt_ok = torch.zeros((n_rows, total), dtype=torch.bool, device=device)
         prompt_ok[:, :width] = valid
-        # Prefill: causal over the valid prompt positions; every query also sees itself, so
-        # a padding row is never fully masked (which would put NaN into the cache).
-        q = torch.arange(width, device=device)
-        allowed = (prompt_ok[:, None, :width] & (cols[None, None, :width] <= q[None, :, None])) | \
-            (cols[None, None, :width] == q[None, :, None])
-        prefill_mask = torch.zeros((n_rows, 1, width, total), dtype=torch.bool, device=device)
-        prefill_mask[:, 0, :, :width] = allowed
         positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
-        extra = {"cache_position": torch.arange(width, device=device)} if self.takes_cache_position else {}
-        logits = model(input_ids=ids, attention_mask=self._mask_value(prefill_mask), position_ids=positions,
-                       use_cache=True, **{self.cache_kw: cache}, **extra).logits[:, -1, :]
-        del prefill_mask, allowed
+        # Prefill in chunks of query positions: causal over the valid prompt positions; every
+        # query also sees itself, so a padding row is never fully masked (which would put NaN
+        # into the cache). Each chunk's mask is rows x chunk x cache length.
+        keep = {"logits_to_keep": 1} if self.takes_logits_to_keep else {}
+        for a, b in prefill_chunks(n_rows, width, self.prefill_tokens):
+            q = torch.arange(a, b, device=device)
+            mask = (prompt_ok[:, None, :] & (cols[None, None, :] <= q[None, :, None])) | \
+                (cols[None, None, :] == q[None, :, None])
+            extra = {"cache_position": q} if self.takes_cache_position else {}
+            logits = model(input_ids=ids[:, a:b], attention_mask=self._mask_value(mask[:, None]),
+                           position_ids=positions[:, a:b], use_cache=True, **{self.cache_kw: cache},
+                           **extra, **keep).logits[:, -1, :]
+            del mask
 
         # Device state the captured step reads and advances in place.
         keys = call_keys(batch.keys, device)
@@ -337,7 +406,7 @@ class Decoder:
         if 0 in finishing:
             timeline.mark(0)
         done = 1
-        previous = self._set_experts("batched_mm")
+        previous = self._set_experts(self.step_experts)
         try:
             graph = None
             if self.mode == "graphed" and n_max - done > 3:
@@ -365,12 +434,25 @@ class Decoder:
         return [host[i][:n] for i, n in enumerate(lengths)], timeline.times(lengths, at_start)
 
     def _capture(self, unit: Callable[[], None]):
+        """Capture one step on a side stream.
+
+        Not through `torch.cuda.graph`, whose entry synchronises the whole device and empties
+        PyTorch's allocator cache: with the trainer on the same GPU that stalls the trainer
+        at every batch and makes it allocate afresh (the trainer-rate drift of issue 27).
+        """
         graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
         try:
-            with self.capture_lock, torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                unit()
+            with self.capture_lock, torch.cuda.stream(side):
+                graph.capture_begin(capture_error_mode="thread_local")
+                try:
+                    unit()
+                finally:
+                    graph.capture_end()
         except Exception as exc:  # noqa: BLE001 - any capture failure falls back to eager replays of the same step
             self.graph_failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             log.warning("CUDA graph capture failed, decoding eagerly from now on: %s", self.graph_failure)
             return None
+        torch.cuda.current_stream(self.device).wait_stream(side)
         return graph

@@ -93,6 +93,7 @@ def run(ctx) -> None:
     for p in rollout_params.values():
         p.requires_grad_(False)
     policy.copy_adapter(trainer_params, rollout_params)  # version 0 on both sides
+    merged = policy.MergedAdapter(rollout_model, rollout_params, rollout_dev)  # the rollout decodes merged weights
     vocab_size = int(trainer_model.get_base_model().config.vocab_size)
     expert_names = policy.expert_adapter_names(trainer_params)
     lora_record = lora.manifest() | {
@@ -131,12 +132,14 @@ def run(ctx) -> None:
         decoder = rollout.decoder
         ctx.writer.update_manifest(reference=reference_record | {"decode": {
             "loop": decoder.mode, "batch_rows": rollout.batch_rows, "batches": rollout.batches,
-            "graph_failure": decoder.graph_failure}})
+            "graph_failure": decoder.graph_failure, "step_experts": decoder.step_experts, "experts_failure": decoder.experts_failure,
+            "kv_budget_bytes": decoder.kv_budget_bytes, "split_batches": decoder.sub_batches,
+            "prefill_tokens": decoder.prefill_tokens}, "publication": merged.record()})
 
     record_decoding()
     trainer = Trainer(
         model=trainer_model, params=trainer_params,
-        publish=lambda: board.publish(lambda: policy.copy_adapter(trainer_params, rollout_params)),
+        publish=lambda: board.publish(lambda: merged.publish(trainer_params)),
         board=board, inbox=channel, expected_groups=expected,
         banned=banned_token_mask(tokenizer, vocab_size, trainer_dev), pad_id=pad_id, vocab_size=vocab_size,
         learning_rate=ref["learning_rate"], max_policy_age=ref["max_policy_age"], writer=ctx.writer, log=log,
@@ -160,8 +163,9 @@ def run(ctx) -> None:
         trainer.run()
         board.halt()  # update N is complete: the rollout stops at its next call boundary
 
-    threads = [threading.Thread(target=guarded(rollout.run), name="rollout", daemon=True),
-               threading.Thread(target=guarded(train_then_stop_rollout), name="trainer", daemon=True)]
+    threads = [threading.Thread(target=guarded(on_own_stream(rollout.run, rollout_dev)), name="rollout", daemon=True),
+               threading.Thread(target=guarded(on_own_stream(train_then_stop_rollout, trainer_dev)), name="trainer",
+                                daemon=True)]
     for t in threads:
         t.start()
     try:
@@ -182,6 +186,25 @@ def run(ctx) -> None:
     if errors:
         raise errors[0]
     ctx.writer.flush()
+
+
+def on_own_stream(fn, device: torch.device):
+    """`fn` run on a CUDA stream of its own (on CPU, as it is).
+
+    On one GPU, rollout and trainer on the default stream would queue behind each other
+    kernel by kernel, and the trainer's end-of-update sync would wait for the rollout's
+    decode too: its interval would time both. Each thread's stream is its current stream
+    (thread-local), so every kernel either side launches goes there.
+    """
+    if device.type != "cuda":
+        return fn
+
+    def target():
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))  # after what the main thread set up
+        with torch.cuda.stream(stream):
+            fn()
+    return target
 
 
 def _record_unconsumed(ctx, rollout: RolloutWorker, trainer: Trainer, channel: "queue.Queue[GroupResult]") -> None:

@@ -2,12 +2,15 @@
 
 Rollout and trainer hold separate copies of the snapshot (as an inference server and a
 trainer would), each with the same LoRA adapter layout (rl_pipeline_bench.models.lora). Publishing a policy means
-copying the trainer's adapter weights into the rollout copy; nothing else moves.
+copying the trainer's adapter weights into the rollout copy; nothing else moves. The rollout
+copy decodes with the adapter merged into its weights (MergedAdapter), as an inference
+server that folds a published adapter into its weights does.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,66 @@ def copy_adapter(src: dict[str, nn.Parameter], dst: dict[str, nn.Parameter]) -> 
         for name, p in src.items():
             dst[name].copy_(p.detach(), non_blocking=False)
     return len(src)
+
+
+def _merge_target(layer) -> torch.Tensor:
+    """The base weight a peft LoRA layer merges its delta into (a wrapped parameter, or the Linear's weight)."""
+    return layer.get_param() if hasattr(layer, "get_param") else layer.get_base_layer().weight
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for this thread's stream on `device` (not the whole device: the other thread's work goes on)."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
+class MergedAdapter:
+    """The rollout copy's adapter, merged into the base weights it decodes with.
+
+    Un-merged, peft runs two extra matmuls per targeted projection at every decode step and,
+    for the fused experts, builds a delta the size of all the experts' weights at every
+    forward; merged, a decode step reads the base weights alone. A publication puts back the
+    pristine base weights (kept once, so bf16 rounding of repeated merges never accumulates),
+    copies the trainer's adapter in and merges it with peft's own `merge_adapter`. Each
+    publication's merge time is kept (`merge_seconds`) for the manifest; it is part of the
+    publication, inside the rollout's model lock.
+    """
+
+    def __init__(self, model, params: dict[str, nn.Parameter], device: torch.device) -> None:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        self.model = model
+        self.params = params
+        self.device = device
+        self.layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+        if not self.layers:
+            raise ReferenceBackendError("the rollout model has no LoRA layers to merge")
+        with torch.no_grad():
+            self.pristine = [_merge_target(m).detach().clone() for m in self.layers]
+            model.merge_adapter()
+        _sync(device)
+        self.merge_seconds: list[float] = []
+
+    def publish(self, src: dict[str, nn.Parameter]) -> int:
+        """Replace the merged adapter by `src`'s weights; returns the number of adapter tensors copied."""
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            self.model.unmerge_adapter()  # peft's merged flags off (its subtraction is then overwritten)
+            for layer, saved in zip(self.layers, self.pristine, strict=True):
+                _merge_target(layer).copy_(saved)
+            n = copy_adapter(src, self.params)
+            self.model.merge_adapter()
+        _sync(self.device)  # the new weights are in place before the rollout may read them
+        self.merge_seconds.append(time.perf_counter() - t0)
+        return n
+
+    def record(self) -> dict[str, Any]:
+        """The manifest's account of how the rollout applies the adapter."""
+        times = self.merge_seconds
+        return {"adapter": "merged into the rollout copy's weights at each publication (peft merge_adapter)",
+                "merged_layers": len(self.layers), "publications": len(times),
+                "merge_s_mean": sum(times) / len(times) if times else None,
+                "merge_s_max": max(times) if times else None}
 
 
 def cache_keyword(model: nn.Module) -> str:

@@ -212,8 +212,10 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.banned.device.type == "cuda":
+            # This thread's stream only (pipeline.on_own_stream): the interval ends when the
+            # trainer's own work does, not when the rollout's queued decode does.
             with self.board.device_lock:  # never inside the rollout's graph capture (decode.Decoder)
-                torch.cuda.synchronize(self.banned.device)
+                torch.cuda.current_stream(self.banned.device).synchronize()
         end = clock()
         self.writer.add_trainer_interval(0, update, start, end)
 
